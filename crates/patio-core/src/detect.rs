@@ -1,0 +1,199 @@
+//! The offline pattern detector: the sliding-window algorithm over deltas
+//! (Algorithm 1 of the pattern-PLFS paper, LZ77-like).
+//!
+//! At each position the detector looks for the delta vector of length `k ≤ w` (the
+//! search window) that repeats back to back right there, extends it as far as it keeps
+//! repeating, and keeps the candidate covering the most elements (the smallest `k` on
+//! ties). Elements no candidate covers become literal runs. A unit must be worth
+//! storing: `k·(r-1) ≥ 2`, i.e. at least four elements for a stride and two full
+//! repetitions for a longer vector.
+//!
+//! Row completion: when a unit with `k ≥ 2` deltas stops one delta short of finishing
+//! another row (the usual way a 2-D strided sequence `a + i·R + j·S` ends: its last row
+//! lacks the closing gap), and the next `k-1` deltas continue the vector, the detector
+//! emits a nested node instead — rows of `k` elements repeated — so a whole 2-D strided
+//! sequence is one entry.
+//!
+//! Cost is O(w·n): every candidate's extension is bounded by the covered length, and the
+//! search stops early once a candidate covers `2·w` deltas.
+
+use crate::tree::{Body, Node, Piece};
+use crate::unit::Shape;
+
+/// Default search window: delta vectors of up to this many elements are found.
+pub const DEFAULT_WINDOW: usize = 32;
+
+/// The sliding-window detector with a configurable search window.
+#[derive(Clone, Copy, Debug)]
+pub struct Detector {
+    window: usize,
+}
+
+impl Default for Detector {
+    fn default() -> Self {
+        Detector {
+            window: DEFAULT_WINDOW,
+        }
+    }
+}
+
+impl Detector {
+    /// A detector whose search window holds `window` deltas (at least 1).
+    pub fn new(window: usize) -> Self {
+        Detector {
+            window: window.max(1),
+        }
+    }
+
+    pub fn window(&self) -> usize {
+        self.window
+    }
+
+    /// Splits `xs` into ordered pieces (pattern nodes and literal runs) whose
+    /// concatenated expansion is exactly `xs`. Deltas that overflow `i64` (values at
+    /// opposite ends of the range) are piece boundaries.
+    pub fn detect(&self, xs: &[i64]) -> Vec<Piece> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for i in 1..=xs.len() {
+            let boundary = i == xs.len() || xs[i].checked_sub(xs[i - 1]).is_none();
+            if boundary {
+                self.detect_run(&xs[start..i], &mut out);
+                start = i;
+            }
+        }
+        out
+    }
+
+    /// Detection over a run whose consecutive deltas all fit in `i64`.
+    fn detect_run(&self, xs: &[i64], out: &mut Vec<Piece>) {
+        let n = xs.len();
+        if n == 0 {
+            return;
+        }
+        let deltas: Vec<i64> = xs.windows(2).map(|p| p[1] - p[0]).collect();
+        let mut literal_start = 0;
+        let mut p = 0;
+        while p < n {
+            match self.best_unit_at(&deltas, p) {
+                Some((k, reps)) => {
+                    push_literal(out, &xs[literal_start..p]);
+                    let covered_end = p + k * reps as usize; // index of the unit's last element
+                    let vector = &deltas[p..p + k];
+                    let completes_row = k >= 2
+                        && covered_end + k - 1 < n
+                        && deltas[covered_end..covered_end + k - 1] == vector[..k - 1];
+                    if completes_row {
+                        let row = minimal_shape(&vector[..k - 1]);
+                        let stride = vector.iter().map(|&d| d as i128).sum::<i128>();
+                        // The row stride fits: it is the distance between two real elements.
+                        let outer = Shape::new(vec![stride as i64], reps);
+                        out.push(Piece::Node(Node::new(
+                            xs[p],
+                            Body::nested(Body::Flat(outer), Body::Flat(row)),
+                        )));
+                        p = covered_end + k;
+                    } else {
+                        out.push(Piece::Node(Node::new(
+                            xs[p],
+                            Body::Flat(Shape::new(vector.to_vec(), reps)),
+                        )));
+                        p = covered_end + 1;
+                    }
+                    literal_start = p;
+                }
+                None => p += 1,
+            }
+        }
+        push_literal(out, &xs[literal_start..n]);
+    }
+
+    /// The best `(k, reps)` for a unit starting at element `p`, if any is worth it.
+    fn best_unit_at(&self, deltas: &[i64], p: usize) -> Option<(usize, u64)> {
+        let avail = deltas.len().saturating_sub(p);
+        let max_k = self.window.min(avail / 2);
+        let mut best: Option<(usize, u64)> = None;
+        let mut best_cover = 0usize;
+        for k in 1..=max_k {
+            let tail = &deltas[p..];
+            // Length of the back-to-back repetition: j ≥ k with tail[j] == tail[j-k].
+            let mut matched = 0usize;
+            while k + matched < tail.len() && tail[k + matched] == tail[matched] {
+                matched += 1;
+            }
+            let reps = 1 + matched / k;
+            let cover = k * reps;
+            if k * (reps - 1) >= 2 && cover > best_cover {
+                best = Some((k, reps as u64));
+                best_cover = cover;
+                if best_cover >= 2 * self.window || p + best_cover >= deltas.len() {
+                    break;
+                }
+            }
+        }
+        best
+    }
+}
+
+/// The shortest shape `(v)^m` that spells out the delta vector `deltas` exactly.
+pub(crate) fn minimal_shape(deltas: &[i64]) -> Shape {
+    let len = deltas.len();
+    for period in 1..=len {
+        if len % period == 0 && deltas.chunks(period).all(|c| c == &deltas[..period]) {
+            return Shape::new(deltas[..period].to_vec(), (len / period) as u64);
+        }
+    }
+    Shape::new(deltas.to_vec(), 1)
+}
+
+fn push_literal(out: &mut Vec<Piece>, values: &[i64]) {
+    if values.is_empty() {
+        return;
+    }
+    if let Some(Piece::Literal(prev)) = out.last_mut() {
+        prev.extend_from_slice(values);
+    } else {
+        out.push(Piece::Literal(values.to_vec()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree::expand_pieces;
+
+    fn describe(pieces: &[Piece]) -> Vec<String> {
+        pieces.iter().map(|p| p.to_string()).collect()
+    }
+
+    #[test]
+    fn paper_figure_8() {
+        let xs = [0, 3, 7, 14, 17, 21, 28, 31, 35, 42, 46, 50, 54, 58];
+        let pieces = Detector::default().detect(&xs);
+        assert_eq!(describe(&pieces), ["[0, (3, 4, 7)^3]", "[46, (4)^3]"]);
+        assert_eq!(expand_pieces(&pieces), xs);
+    }
+
+    #[test]
+    fn two_d_strided_is_one_nested_entry() {
+        let xs: Vec<i64> = (0..50)
+            .flat_map(|i| (0..4).map(move |j| 1000 + i * 100 + j * 8))
+            .collect();
+        let pieces = Detector::default().detect(&xs);
+        assert_eq!(pieces.len(), 1, "{:?}", describe(&pieces));
+        assert_eq!(expand_pieces(&pieces), xs);
+        assert_eq!(pieces[0].to_string(), "[1000, (100)^49 × (8)^3]");
+    }
+
+    #[test]
+    fn edge_cases() {
+        let d = Detector::new(4);
+        assert!(d.detect(&[]).is_empty());
+        assert_eq!(describe(&d.detect(&[7])), ["7"]);
+        assert_eq!(describe(&d.detect(&[5, 5, 5, 5])), ["[5, (0)^3]"]);
+        assert_eq!(describe(&d.detect(&[9, 6, 3, 0, -3])), ["[9, (-3)^4]"]);
+        let extremes = [i64::MIN, i64::MAX, i64::MIN, 0, 1, 2, 3];
+        let pieces = d.detect(&extremes);
+        assert_eq!(expand_pieces(&pieces), extremes);
+    }
+}

@@ -1,0 +1,31 @@
+//! patio-core: the pattern engine every other part of patio stands on.
+//!
+//! * [`unit`] — `PatternUnit` `[init, (d0…dk-1)^r]` with O(k) random access.
+//! * [`detect`] — the sliding-window detector over deltas (Algorithm 1 of the
+//!   pattern-PLFS paper), turning any `i64` sequence into units and literal runs.
+//! * [`tree`] — nested patterns (kd-strided) and the `PatternSeq` that answers
+//!   element and search queries over a whole sequence without expanding it.
+//! * [`map`] — logical→physical pattern map with hole-aware lookups, and
+//!   [`table`] — the sorted extent table that is its baseline and reference.
+//! * [`codec`] — varints, checksums and framing shared by every on-disk format.
+//! * [`trace`] — the trace model with its native and CSV formats.
+//!
+//! The crate has no threads, no I/O beyond reading and writing trace files, and knows
+//! nothing of FUSE, MPI, Python or the CLI.
+
+pub mod codec;
+pub mod detect;
+pub mod error;
+pub mod map;
+pub mod seqcodec;
+pub mod table;
+
+pub mod tree;
+pub mod unit;
+
+pub use detect::Detector;
+pub use error::{CoreError, Result};
+pub use map::{Extent, Lookup, PatternMap};
+pub use table::ExtentTable;
+pub use tree::{Body, Node, PatternSeq, Piece};
+pub use unit::{PatternUnit, Shape};

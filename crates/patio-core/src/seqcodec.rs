@@ -1,0 +1,200 @@
+//! Serialized form of pattern sequences (`PatternSeq`), shared by the map format,
+//! the native trace format and `patio analyze`'s `encoded_bytes`.
+//!
+//! A [`SeqEncoder`] writes any number of sequences into one buffer and keeps a body
+//! dictionary: the first node with a given body writes it in full, later nodes with
+//! the same body (in this sequence or any later one in the same buffer) refer to it
+//! by number. Thousands of ranks writing with one shape pay for it once. Decoding
+//! rebuilds the in-memory `PatternSeq`, which is then queried without expansion.
+//! The byte layout is in docs/FORMATS.md ("Pattern sequence encoding").
+
+use crate::codec::{put_ivarint, put_uvarint, Cursor};
+use crate::error::{CoreError, Result};
+use crate::tree::{Body, Node, PatternSeq, Piece};
+use crate::unit::Shape;
+use std::collections::HashMap;
+
+const TAG_LITERAL: u64 = 0;
+const TAG_NEW_BODY: u64 = 1;
+const TAG_BODY_REF: u64 = 2;
+
+/// Deepest body nesting a decoder accepts.
+const MAX_DECODE_DEPTH: usize = 64;
+
+/// Writes sequences into a buffer, sharing bodies across them.
+#[derive(Default)]
+pub struct SeqEncoder {
+    bodies: HashMap<Body, u64>,
+}
+
+impl SeqEncoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends `seq` to `buf`: piece count, then each piece. Values are written as
+    /// differences from the previous piece's last value.
+    pub fn encode(&mut self, seq: &PatternSeq, buf: &mut Vec<u8>) {
+        put_uvarint(buf, seq.pieces().len() as u64);
+        let mut prev = 0i64;
+        for piece in seq.pieces() {
+            match piece {
+                Piece::Literal(values) => {
+                    put_uvarint(buf, TAG_LITERAL);
+                    put_uvarint(buf, values.len() as u64);
+                    for &v in values {
+                        put_ivarint(buf, v.wrapping_sub(prev));
+                        prev = v;
+                    }
+                }
+                Piece::Node(node) => {
+                    match self.bodies.get(&node.body) {
+                        Some(&id) => put_uvarint(buf, TAG_BODY_REF + id),
+                        None => {
+                            put_uvarint(buf, TAG_NEW_BODY);
+                            encode_body(&node.body, buf);
+                            let id = self.bodies.len() as u64;
+                            self.bodies.insert(node.body.clone(), id);
+                        }
+                    }
+                    put_ivarint(buf, node.init.wrapping_sub(prev));
+                    prev = node.last();
+                }
+            }
+        }
+    }
+}
+
+fn encode_body(body: &Body, buf: &mut Vec<u8>) {
+    match body {
+        Body::Flat(s) => {
+            put_uvarint(buf, (s.deltas().len() as u64) << 1);
+            for &d in s.deltas() {
+                put_ivarint(buf, d);
+            }
+            put_uvarint(buf, s.reps());
+        }
+        Body::Nested(o, i) => {
+            put_uvarint(buf, 1);
+            encode_body(o, buf);
+            encode_body(i, buf);
+        }
+    }
+}
+
+/// Reads sequences written by one [`SeqEncoder`], in the same order.
+#[derive(Default)]
+pub struct SeqDecoder {
+    bodies: Vec<Body>,
+}
+
+impl SeqDecoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn decode(&mut self, c: &mut Cursor) -> Result<PatternSeq> {
+        let count = c.count(c.remaining(), "piece")?;
+        let mut pieces = Vec::with_capacity(count);
+        let mut total: u64 = 0;
+        let mut prev = 0i64;
+        for _ in 0..count {
+            let at = c.position();
+            let tag = c.uvarint()?;
+            let piece = if tag == TAG_LITERAL {
+                let n = c.count(c.remaining(), "literal")?;
+                let mut values = Vec::with_capacity(n);
+                for _ in 0..n {
+                    prev = prev.wrapping_add(c.ivarint()?);
+                    values.push(prev);
+                }
+                Piece::Literal(values)
+            } else {
+                let body = if tag == TAG_NEW_BODY {
+                    let b = decode_body(c, 0)?;
+                    self.bodies.push(b.clone());
+                    b
+                } else {
+                    let id = (tag - TAG_BODY_REF) as usize;
+                    self.bodies
+                        .get(id)
+                        .cloned()
+                        .ok_or_else(|| CoreError::corrupt(at, format!("reference to unknown body {id}")))?
+                };
+                let init = prev.wrapping_add(c.ivarint()?);
+                let (lo, hi) = body_range(&body);
+                let (lo, hi) = (init as i128 + lo, init as i128 + hi);
+                if lo < i64::MIN as i128 || hi > i64::MAX as i128 {
+                    return Err(CoreError::corrupt(at, "pattern leaves the 64-bit range"));
+                }
+                let node = Node::new(init, body);
+                prev = node.last();
+                Piece::Node(node)
+            };
+            total = total
+                .checked_add(piece.len())
+                .ok_or_else(|| CoreError::corrupt(at, "sequence longer than 2^64 elements"))?;
+            pieces.push(piece);
+        }
+        Ok(PatternSeq::from_pieces(pieces))
+    }
+}
+
+fn decode_body(c: &mut Cursor, depth: usize) -> Result<Body> {
+    if depth > MAX_DECODE_DEPTH {
+        return Err(c.error("pattern nested too deeply"));
+    }
+    let at = c.position();
+    let head = c.uvarint()?;
+    if head == 1 {
+        let outer = decode_body(c, depth + 1)?;
+        let inner = decode_body(c, depth + 1)?;
+        outer
+            .len()
+            .checked_mul(inner.len())
+            .ok_or_else(|| CoreError::corrupt(at, "pattern longer than 2^64 elements"))?;
+        return Ok(Body::nested(outer, inner));
+    }
+    if head & 1 == 1 {
+        return Err(CoreError::corrupt(at, format!("unknown body kind {head}")));
+    }
+    let k = (head >> 1) as usize;
+    if k > c.remaining() {
+        return Err(CoreError::corrupt(at, "delta count exceeds the remaining bytes"));
+    }
+    let deltas = (0..k).map(|_| c.ivarint()).collect::<Result<Vec<_>>>()?;
+    let reps = c.uvarint()?;
+    if (k as u64).checked_mul(reps).and_then(|n| n.checked_add(1)).is_none() {
+        return Err(CoreError::corrupt(at, "pattern longer than 2^64 elements"));
+    }
+    Ok(Body::Flat(Shape::new(deltas, reps)))
+}
+
+/// Smallest and largest element offsets of a body, exact: the levels are independent.
+pub(crate) fn body_range(body: &Body) -> (i128, i128) {
+    match body {
+        Body::Flat(s) => (s.min_offset(), s.max_offset()),
+        Body::Nested(o, i) => {
+            let (olo, ohi) = body_range(o);
+            let (ilo, ihi) = body_range(i);
+            (olo + ilo, ohi + ihi)
+        }
+    }
+}
+
+/// Encodes one sequence on its own.
+pub fn encode_seq(seq: &PatternSeq) -> Vec<u8> {
+    let mut buf = Vec::new();
+    SeqEncoder::new().encode(seq, &mut buf);
+    buf
+}
+
+/// Decodes one sequence written by [`encode_seq`]; trailing bytes are an error.
+pub fn decode_seq(bytes: &[u8]) -> Result<PatternSeq> {
+    let mut c = Cursor::new(bytes);
+    let seq = SeqDecoder::new().decode(&mut c)?;
+    if !c.is_at_end() {
+        return Err(c.error("trailing bytes after the sequence"));
+    }
+    Ok(seq)
+}
