@@ -8,8 +8,8 @@
 //! storing: `k·(r-1) ≥ 2`, i.e. at least four elements for a stride and two full
 //! repetitions for a longer vector.
 //!
-//! Row completion: when a unit with `k ≥ 2` deltas stops one delta short of finishing
-//! another row (the usual way a 2-D strided sequence `a + i·R + j·S` ends: its last row
+//! Row completion: when a unit with `k ≥ 2` deltas whose first `k-1` deltas are one
+//! constant stride stops one delta short of finishing another row (the usual way a 2-D strided sequence `a + i·R + j·S` ends: its last row
 //! lacks the closing gap), and the next `k-1` deltas continue the vector, the detector
 //! emits a nested node instead — rows of `k` elements repeated — so a whole 2-D strided
 //! sequence is one entry.
@@ -80,11 +80,12 @@ impl Detector {
                     push_literal(out, &xs[literal_start..p]);
                     let covered_end = p + k * reps as usize; // index of the unit's last element
                     let vector = &deltas[p..p + k];
-                    let completes_row = k >= 2
+                    let row = (k >= 2).then(|| minimal_shape(&vector[..k - 1]));
+                    let completes_row = row.as_ref().is_some_and(|r| r.deltas().len() == 1)
                         && covered_end + k - 1 < n
                         && deltas[covered_end..covered_end + k - 1] == vector[..k - 1];
                     if completes_row {
-                        let row = minimal_shape(&vector[..k - 1]);
+                        let row = row.expect("checked above");
                         let stride = vector.iter().map(|&d| d as i128).sum::<i128>();
                         // The row stride fits: it is the distance between two real elements.
                         let outer = Shape::new(vec![stride as i64], reps);

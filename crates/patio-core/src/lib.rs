@@ -13,6 +13,7 @@
 //! The crate has no threads, no I/O beyond reading and writing trace files, and knows
 //! nothing of FUSE, MPI, Python or the CLI.
 
+pub mod analysis;
 pub mod codec;
 pub mod detect;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod map;
 pub mod seqcodec;
 pub mod table;
 
+pub mod trace;
 pub mod tree;
 pub mod unit;
 
