@@ -17,17 +17,21 @@ Rows are grouped by stream, streams in order of their key ``(module, file, rank,
 within a stream by start time (stable, so equal start times keep Darshan's order).
 
 Every failure to read a log is a :class:`DxtError` whose message is one line naming the
-file and what to do about it. The Darshan C library reports problems on file descriptor 2
-and then carries on, returning fewer records (a truncated log reads as an empty one). So
-the log header is checked against the file size before the library sees the file, and
-anything the library prints while reading is captured and turned into a ``DxtError``
-instead of reaching the user's terminal. Because that capture redirects descriptor 2,
-:func:`read_dxt` should not run concurrently with other threads that write to stderr.
+file and what to do about it. The Darshan C library is not trusted with damaged files: it
+prints diagnostics to file descriptor 2 and carries on with fewer records (a truncated
+log reads as an empty one), and on some corrupt logs it aborts or segfaults. So before it
+sees a file, the header is checked (magic number; regions within the file size) and every
+compressed region is decompressed once to verify its checksums; the log is then decoded
+in a child process, with descriptor 2 captured, and whatever the library printed or a
+crash becomes a ``DxtError`` instead of noise on the terminal or a dead interpreter.
+Because of that capture, :func:`read_dxt` should not run concurrently with other threads
+that write to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import bz2
 import contextlib
 import csv
 import io
@@ -37,10 +41,11 @@ import struct
 import sys
 import tempfile
 import warnings
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 import numpy as np
 
@@ -67,6 +72,14 @@ _DARSHAN_MAGIC = 6567223
 _MAX_MODS = 16
 _MAPS_AT = 24
 _HEADER_MIN = _MAPS_AT + 16 * (1 + _MAX_MODS)
+#: Whole header (maps plus ``mod_ver[16]``) in the versions verified against real logs.
+_HEADER_SIZE = _HEADER_MIN + 4 * _MAX_MODS
+_KNOWN_HEADER_VERSIONS = (b"3.10", b"3.21")
+#: ``enum darshan_comp_type`` values (byte 16 of the header).
+_ZLIB_COMP = 0
+_BZIP2_COMP = 1
+#: Read and decompress in pieces of this many bytes.
+_CHUNK = 1 << 20
 
 _NO_DXT_HINT = (
     "rerun the application with DXT enabled (export DXT_ENABLE_IO_TRACE=1) "
@@ -129,18 +142,18 @@ def read_dxt(path: str | os.PathLike[str], *, isolate: bool = True) -> list[Stre
     The Darshan C library aborts or segfaults on some corrupt logs, so by default the log
     is decoded in a child process (forked when this process has a single thread, spawned
     otherwise) and a crash becomes a ``DxtError``. ``isolate=False`` decodes in this
-    process: slightly faster, but a corrupt log can then kill the interpreter.
+    process: slightly faster, but a corrupt log that passes the checks could then kill the
+    interpreter. A daemonic process (e.g. a ``multiprocessing.Pool`` worker) may not start
+    children, so there the log is always decoded in-process.
     """
     p = Path(path)
     _check_header(p)
-    if isolate:
-        outcome, crash = _decode_isolated(p)
+    if isolate and _can_isolate():
+        outcome, crash, stderr_text = _decode_isolated(p)
     else:
         with _capture_fd2() as captured:
             outcome, crash = _decode(p), ""
         stderr_text = captured()
-    if isolate:
-        outcome, stderr_text = outcome
     streams, notes = _verdict(p, outcome, crash, stderr_text)
     for note in notes:
         warnings.warn(note, DxtWarning, stacklevel=2)
@@ -198,8 +211,15 @@ def _decode_worker(conn: Any, path: str) -> None:
         conn.close()
 
 
-def _decode_isolated(p: Path) -> tuple[tuple[_Outcome | None, str], str]:
-    """Decode in a child process: ``((outcome or None if it died, its stderr), crash)``."""
+def _can_isolate() -> bool:
+    """Whether a child process can be started (daemonic processes may not have children)."""
+    import multiprocessing
+
+    return not multiprocessing.current_process().daemon
+
+
+def _decode_isolated(p: Path) -> tuple[_Outcome | None, str, str]:
+    """Decode in a child process: ``(outcome or None if it died, why it died, its stderr)``."""
     import multiprocessing
     import signal
     import threading
@@ -230,7 +250,7 @@ def _decode_isolated(p: Path) -> tuple[tuple[_Outcome | None, str], str]:
                 crash = f"the Darshan library crashed with signal {-code}"
         else:
             crash = f"the decoding process exited with status {code}"
-    return (outcome, captured()), crash
+    return outcome, crash, captured()
 
 
 def _verdict(
@@ -324,44 +344,128 @@ def _assemble(
 
 
 def _check_header(p: Path) -> None:
-    """Reject what is plainly not a complete Darshan 3 log before the C library sees it."""
+    """Reject what is plainly not a complete, intact Darshan 3 log before the C library
+    sees it: wrong magic, a header promising more bytes than the file has (truncation),
+    or compressed regions that do not decompress cleanly (corruption; libdarshan-util
+    would otherwise stop at the damage and silently return fewer records)."""
     try:
         size = p.stat().st_size
         if p.is_dir():
             raise DxtError(f"{p} is a directory, not a Darshan log: give the .darshan file")
         with p.open("rb") as f:
             head = f.read(_HEADER_MIN)
+            reason = _header_problem(head, size) or _region_problem(f, head)
     except FileNotFoundError:
         raise DxtError(f"{p} does not exist: check the path to the .darshan log") from None
     except OSError as e:
         raise DxtError(
             f"cannot open {p} ({e.strerror or e}): check the path and permissions"
         ) from None
+    if reason:
+        raise DxtError(f"{p} is not a readable Darshan log ({reason}): {_BAD_LOG_HINT}")
 
-    def bad(reason: str) -> DxtError:
-        return DxtError(f"{p} is not a readable Darshan log ({reason}): {_BAD_LOG_HINT}")
 
+def _endian(head: bytes) -> str | None:
+    """Struct byte order of the log (Darshan writes native order), None without a magic."""
+    for endian in ("<", ">"):
+        if struct.unpack_from(endian + "q", head, 8)[0] == _DARSHAN_MAGIC:
+            return endian
+    return None
+
+
+def _regions(head: bytes) -> list[tuple[int, int]]:
+    """``(offset, length)`` of the name map and every non-empty module region."""
+    endian = _endian(head) or "<"
+    maps = [
+        struct.unpack_from(endian + "QQ", head, _MAPS_AT + 16 * i) for i in range(1 + _MAX_MODS)
+    ]
+    return [(off, length) for off, length in maps if length]
+
+
+def _job_region(head: bytes) -> list[tuple[int, int]]:
+    """The job record, between the header and the name map, for log versions whose header
+    size is known (it is not in the header's maps)."""
+    version = head[:8].split(b"\0", 1)[0]
+    if version not in _KNOWN_HEADER_VERSIONS:
+        return []
+    name_off = struct.unpack_from((_endian(head) or "<") + "Q", head, _MAPS_AT)[0]
+    return [(_HEADER_SIZE, name_off - _HEADER_SIZE)] if name_off > _HEADER_SIZE else []
+
+
+def _header_problem(head: bytes, size: int) -> str:
     if size == 0:
-        raise bad("the file is empty")
+        return "the file is empty"
     if len(head) < 16:
-        raise bad(f"only {size} bytes, too short for a Darshan header")
-    endian = "<"
-    if struct.unpack_from("<q", head, 8)[0] != _DARSHAN_MAGIC:
-        if struct.unpack_from(">q", head, 8)[0] != _DARSHAN_MAGIC:
-            raise bad("no Darshan magic number at byte 8")
-        endian = ">"
+        return f"only {size} bytes, too short for a Darshan header"
+    if _endian(head) is None:
+        return "no Darshan magic number at byte 8"
     version = head[:8].split(b"\0", 1)[0].decode("ascii", "replace")
     if not version.startswith("3."):
-        return  # other layouts: leave the judgement to libdarshan-util
+        return ""  # other layouts: leave the judgement to libdarshan-util
     if len(head) < _HEADER_MIN:
-        raise bad(f"only {size} bytes, shorter than the Darshan {version} header")
-    needed = 0
-    for i in range(1 + _MAX_MODS):
-        off, length = struct.unpack_from(endian + "QQ", head, _MAPS_AT + 16 * i)
-        if length:
-            needed = max(needed, off + length)
+        return f"only {size} bytes, shorter than the Darshan {version} header"
+    needed = max((off + length for off, length in _regions(head)), default=0)
     if needed > size:
-        raise bad(f"truncated: its header expects {needed} bytes but the file has {size}")
+        return (
+            f"truncated or corrupt: its header says the data ends at byte {needed}, "
+            f"the file has {size} bytes"
+        )
+    return ""
+
+
+def _region_problem(f: BinaryIO, head: bytes) -> str:
+    """Decompress every region of a Darshan 3 log (output discarded) and report damage.
+
+    A region is one or more concatenated zlib or bzip2 streams (one per writing rank);
+    each carries a checksum, so corruption anywhere in it shows up here.
+    """
+    if head[:2] != b"3." or len(head) < _HEADER_MIN:
+        return ""
+    comp = head[16]
+    if comp == _ZLIB_COMP:
+        new: Callable[[], Any] = zlib.decompressobj
+    elif comp == _BZIP2_COMP:
+        new = bz2.BZ2Decompressor
+    else:
+        return ""  # uncompressed (or unknown): nothing to verify
+    for off, length in _job_region(head) + _regions(head):
+        f.seek(off)
+        left = length
+        d = new()
+        fresh = True  # no byte of the current stream seen yet
+        pending = b""
+        while left or pending:
+            if not pending:
+                pending = f.read(min(_CHUNK, left))
+                if not pending:
+                    return f"the region at byte {off} is cut short"
+                left -= len(pending)
+            try:
+                _drain(d, pending)
+            except (zlib.error, OSError, EOFError, ValueError) as e:
+                return f"corrupt compressed data in the region at byte {off}: {e}"
+            fresh = False
+            if d.eof:  # one rank's stream done; what is left starts the next one
+                pending = d.unused_data
+                d = new()
+                fresh = True
+            else:
+                pending = b""
+        if not fresh:
+            return f"compressed data in the region at byte {off} ends early"
+    return ""
+
+
+def _drain(d: Any, data: bytes) -> None:
+    """Feed ``data`` to a zlib or bz2 decompressor, discarding output in bounded pieces."""
+    if isinstance(d, bz2.BZ2Decompressor):
+        d.decompress(data, _CHUNK)
+        while not d.eof and not d.needs_input:
+            d.decompress(b"", _CHUNK)
+        return
+    d.decompress(data, _CHUNK)
+    while not d.eof and d.unconsumed_tail:
+        d.decompress(d.unconsumed_tail, _CHUNK)
 
 
 @contextlib.contextmanager
@@ -433,13 +537,14 @@ def _write_rows(streams: list[Stream], f: TextIO) -> int:
     f.write(CSV_HEADER + "\n")
     rows = 0
     buf = io.StringIO()
-    key_writer = csv.writer(buf, lineterminator="")
+    # "\r\n" as terminator makes minimal quoting quote names holding either character.
+    key_writer = csv.writer(buf, lineterminator="\r\n")
     for s in streams:
         # Quote the file name once per stream; module, rank and op never need quoting.
         buf.seek(0)
         buf.truncate()
         key_writer.writerow([s.module, s.file, int(s.rank), s.op])
-        prefix = buf.getvalue() + ","
+        prefix = buf.getvalue()[:-2] + ","
         f.writelines(
             f"{prefix}{o},{n},{a!r},{b!r}\n"
             for o, n, a, b in zip(

@@ -1,10 +1,8 @@
 //! Per-stream pattern analysis behind `patio analyze`: the pattern kind of a stream,
-//! its signature in unit notation, the share of requests covered by patterns, the
-//! pattern segments for plotting, and the encoded size of all streams together.
+//! its signature in unit notation, the share of requests covered by patterns, and the
+//! pattern segments for plotting. The encoded size of all streams is in `streamset`.
 
-use crate::codec::put_uvarint;
 use crate::detect::Detector;
-use crate::seqcodec::SeqEncoder;
 use crate::tree::{Body, PatternSeq, Piece};
 
 /// How a stream (or one segment of it) accesses its file.
@@ -107,7 +105,10 @@ pub fn analyze_stream(offsets: &[u64], lengths: &[u64], detector: &Detector) -> 
         };
         segments.push(Segment { start, end, kind });
     }
-    let coverage = off_seq.coverage();
+    // A contiguous run is a pattern too (each request starts where the previous ended),
+    // whatever the request sizes: count the better of the two views.
+    let gap_seq = PatternSeq::build(&crate::streamset::gaps(offsets, lengths), detector);
+    let coverage = off_seq.coverage().max(gap_seq.coverage());
     let kind = if n <= 1 || abutting as f64 >= CONTIGUOUS_SHARE * (n - 1) as f64 {
         Kind::Contiguous
     } else if coverage < PATTERN_SHARE {
@@ -125,21 +126,6 @@ pub fn analyze_stream(offsets: &[u64], lengths: &[u64], detector: &Detector) -> 
         offsets: off_seq,
         lengths: len_seq,
     }
-}
-
-/// Bytes of the pattern encoding of all streams' offset and length sequences:
-/// stream count, then per stream its offsets and lengths, one body dictionary shared
-/// by all (stream keys are not included).
-pub fn encode_streams<'a>(streams: impl IntoIterator<Item = &'a StreamAnalysis>) -> Vec<u8> {
-    let streams: Vec<&StreamAnalysis> = streams.into_iter().collect();
-    let mut buf = Vec::new();
-    put_uvarint(&mut buf, streams.len() as u64);
-    let mut enc = SeqEncoder::new();
-    for s in streams {
-        enc.encode(&s.offsets, &mut buf);
-        enc.encode(&s.lengths, &mut buf);
-    }
-    buf
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ pub mod detect;
 pub mod error;
 pub mod map;
 pub mod seqcodec;
+pub mod streamset;
 pub mod table;
 
 pub mod trace;

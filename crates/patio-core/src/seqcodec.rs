@@ -14,7 +14,8 @@ use crate::tree::{Body, Node, PatternSeq, Piece};
 use crate::unit::Shape;
 use std::collections::HashMap;
 
-const TAG_LITERAL: u64 = 0;
+/// Piece tag of a literal run; `TAG_NEW_BODY` and `TAG_BODY_REF + id` tag nodes.
+pub const TAG_LITERAL: u64 = 0;
 const TAG_NEW_BODY: u64 = 1;
 const TAG_BODY_REF: u64 = 2;
 
@@ -48,18 +49,24 @@ impl SeqEncoder {
                     }
                 }
                 Piece::Node(node) => {
-                    match self.bodies.get(&node.body) {
-                        Some(&id) => put_uvarint(buf, TAG_BODY_REF + id),
-                        None => {
-                            put_uvarint(buf, TAG_NEW_BODY);
-                            encode_body(&node.body, buf);
-                            let id = self.bodies.len() as u64;
-                            self.bodies.insert(node.body.clone(), id);
-                        }
-                    }
+                    self.put_body(&node.body, buf);
                     put_ivarint(buf, node.init.wrapping_sub(prev));
                     prev = node.last();
                 }
+            }
+        }
+    }
+
+    /// Writes the tag of a node with this body: the body in full the first time, a
+    /// reference to it afterwards. Never writes [`TAG_LITERAL`].
+    pub fn put_body(&mut self, body: &Body, buf: &mut Vec<u8>) {
+        match self.bodies.get(body) {
+            Some(&id) => put_uvarint(buf, TAG_BODY_REF + id),
+            None => {
+                put_uvarint(buf, TAG_NEW_BODY);
+                encode_body(body, buf);
+                let id = self.bodies.len() as u64;
+                self.bodies.insert(body.clone(), id);
             }
         }
     }
@@ -100,36 +107,21 @@ impl SeqDecoder {
         let mut prev = 0i64;
         for _ in 0..count {
             let at = c.position();
-            let tag = c.uvarint()?;
-            let piece = if tag == TAG_LITERAL {
-                let n = c.count(c.remaining(), "literal")?;
-                let mut values = Vec::with_capacity(n);
-                for _ in 0..n {
-                    prev = prev.wrapping_add(c.ivarint()?);
-                    values.push(prev);
+            let piece = match self.get_tag(c)? {
+                None => {
+                    let n = c.count(c.remaining(), "literal")?;
+                    let mut values = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        prev = prev.wrapping_add(c.ivarint()?);
+                        values.push(prev);
+                    }
+                    Piece::Literal(values)
                 }
-                Piece::Literal(values)
-            } else {
-                let body = if tag == TAG_NEW_BODY {
-                    let b = decode_body(c, 0)?;
-                    self.bodies.push(b.clone());
-                    b
-                } else {
-                    let id = (tag - TAG_BODY_REF) as usize;
-                    self.bodies
-                        .get(id)
-                        .cloned()
-                        .ok_or_else(|| CoreError::corrupt(at, format!("reference to unknown body {id}")))?
-                };
-                let init = prev.wrapping_add(c.ivarint()?);
-                let (lo, hi) = body_range(&body);
-                let (lo, hi) = (init as i128 + lo, init as i128 + hi);
-                if lo < i64::MIN as i128 || hi > i64::MAX as i128 {
-                    return Err(CoreError::corrupt(at, "pattern leaves the 64-bit range"));
+                Some(body) => {
+                    let node = checked_node(prev.wrapping_add(c.ivarint()?), body, at)?;
+                    prev = node.last();
+                    Piece::Node(node)
                 }
-                let node = Node::new(init, body);
-                prev = node.last();
-                Piece::Node(node)
             };
             total = total
                 .checked_add(piece.len())
@@ -138,6 +130,36 @@ impl SeqDecoder {
         }
         Ok(PatternSeq::from_pieces(pieces))
     }
+
+    /// Reads a piece tag: `None` for a literal run, else the node's body (read in
+    /// full or looked up by reference).
+    pub fn get_tag(&mut self, c: &mut Cursor) -> Result<Option<Body>> {
+        let at = c.position();
+        let tag = c.uvarint()?;
+        Ok(match tag {
+            TAG_LITERAL => None,
+            TAG_NEW_BODY => {
+                let b = decode_body(c, 0)?;
+                self.bodies.push(b.clone());
+                Some(b)
+            }
+            _ => {
+                let id = (tag - TAG_BODY_REF) as usize;
+                let b = self.bodies.get(id).cloned();
+                Some(b.ok_or_else(|| CoreError::corrupt(at, format!("reference to unknown body {id}")))?)
+            }
+        })
+    }
+}
+
+/// A node from a decoded first value and body, refused when some element would leave
+/// the `i64` range.
+pub fn checked_node(init: i64, body: Body, at: usize) -> Result<Node> {
+    let (lo, hi) = body_range(&body);
+    if init as i128 + lo < i64::MIN as i128 || init as i128 + hi > i64::MAX as i128 {
+        return Err(CoreError::corrupt(at, "pattern leaves the 64-bit range"));
+    }
+    Ok(Node::new(init, body))
 }
 
 fn decode_body(c: &mut Cursor, depth: usize) -> Result<Body> {

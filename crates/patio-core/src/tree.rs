@@ -159,7 +159,7 @@ impl std::fmt::Display for Node {
 }
 
 /// One ordered piece of a detected sequence: a pattern or values that did not compress.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Piece {
     Node(Node),
     Literal(Vec<i64>),

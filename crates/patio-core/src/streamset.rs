@@ -1,0 +1,307 @@
+//! Compact encoding of many request streams at once (the offsets and lengths of every
+//! stream of a trace): what `patio analyze` reports as `encoded_bytes`.
+//!
+//! Scientific traces hold hundreds of ranks doing the same thing at different places,
+//! differing in a few values (a rank-dependent metadata write, a final size). So each
+//! stream is split in three:
+//!
+//! * its first offset and first length — two columns over all streams;
+//! * its *skeleton*: the pattern bodies and literal-run lengths of its offset and
+//!   length sequences (taken relative to the first values) — stored once per distinct
+//!   skeleton, with a column of skeleton ids over all streams;
+//! * its *parameters*: every value the skeleton leaves open (each node's first value,
+//!   each literal). The streams sharing a skeleton form a matrix of parameters,
+//!   flattened column by column — one slot across all those streams, then the next —
+//!   into one sequence, so a value that is constant or progresses regularly from rank
+//!   to rank compresses to one unit, and a lone stream's values stay in order.
+//!
+//! Every column is itself a pattern sequence. A stream's offsets are taken either
+//! directly or as gaps (offset minus the previous request's end), whichever encodes
+//! smaller: a contiguous stream with varying request sizes is one run of zero gaps.
+//! Decoding returns every stream exactly. Layout: docs/FORMATS.md, "Stream set".
+
+use crate::codec::{put_uvarint, Cursor};
+use crate::detect::Detector;
+use crate::error::{CoreError, Result};
+use crate::seqcodec::{checked_node, encode_seq, SeqDecoder, SeqEncoder, TAG_LITERAL};
+use crate::tree::{Body, PatternSeq, Piece};
+use std::collections::HashMap;
+
+const MODE_OFFSETS: u8 = 0;
+const MODE_GAPS: u8 = 1;
+
+/// The part of a sequence that is not a value: node bodies and literal-run lengths.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Bone {
+    Node(Body),
+    Literal(usize),
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Skeleton {
+    mode: u8,
+    positions: Vec<Bone>,
+    lengths: Vec<Bone>,
+}
+
+impl Skeleton {
+    fn slots(&self) -> usize {
+        let count = |bones: &[Bone]| -> usize {
+            bones.iter().map(|b| match b {
+                Bone::Node(_) => 1,
+                Bone::Literal(n) => *n,
+            }).sum()
+        };
+        count(&self.positions) + count(&self.lengths)
+    }
+}
+
+/// Splits pieces into bones and parameters (node first values and literal values).
+fn split(pieces: &[Piece], bones: &mut Vec<Bone>, params: &mut Vec<i64>) {
+    for piece in pieces {
+        match piece {
+            Piece::Node(n) => {
+                bones.push(Bone::Node(n.body.clone()));
+                params.push(n.init);
+            }
+            Piece::Literal(values) => {
+                bones.push(Bone::Literal(values.len()));
+                params.extend_from_slice(values);
+            }
+        }
+    }
+}
+
+/// Rebuilds the values of one sequence from its bones, consuming parameters.
+fn join(bones: &[Bone], params: &mut impl Iterator<Item = i64>, at: usize) -> Result<Vec<i64>> {
+    let mut out = Vec::new();
+    let mut next = || params.next().ok_or_else(|| CoreError::corrupt(at, "parameter matrix too short"));
+    for bone in bones {
+        match bone {
+            Bone::Node(body) => {
+                let node = checked_node(next()?, body.clone(), at)?;
+                out.extend((0..node.len()).map(|i| node.get(i)));
+            }
+            Bone::Literal(n) => {
+                for _ in 0..*n {
+                    out.push(next()?);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn relative(values: &[u64], first: u64) -> Vec<i64> {
+    values.iter().map(|&v| v.wrapping_sub(first) as i64).collect()
+}
+
+fn absolute(values: &[i64], first: u64) -> Vec<u64> {
+    values.iter().map(|&v| (v as u64).wrapping_add(first)).collect()
+}
+
+/// Gap before each request: its offset minus the previous request's end (0 for the
+/// first request), wrapping.
+pub fn gaps(offsets: &[u64], lengths: &[u64]) -> Vec<i64> {
+    (0..offsets.len())
+        .map(|i| match i {
+            0 => 0,
+            _ => offsets[i].wrapping_sub(offsets[i - 1].wrapping_add(lengths[i - 1])) as i64,
+        })
+        .collect()
+}
+
+/// A stream's skeleton and parameters.
+fn dissect(offsets: &[u64], lengths: &[u64], detector: &Detector) -> (Skeleton, Vec<i64>) {
+    let first_off = offsets.first().copied().unwrap_or(0);
+    let first_len = lengths.first().copied().unwrap_or(0);
+    let direct = PatternSeq::build(&relative(offsets, first_off), detector);
+    let gapped = PatternSeq::build(&gaps(offsets, lengths), detector);
+    let (mode, positions) = if encode_seq(&gapped).len() < encode_seq(&direct).len() {
+        (MODE_GAPS, gapped)
+    } else {
+        (MODE_OFFSETS, direct)
+    };
+    let lengths = PatternSeq::build(&relative(lengths, first_len), detector);
+    let mut skeleton = Skeleton { mode, positions: Vec::new(), lengths: Vec::new() };
+    let mut params = Vec::new();
+    split(positions.pieces(), &mut skeleton.positions, &mut params);
+    split(lengths.pieces(), &mut skeleton.lengths, &mut params);
+    (skeleton, params)
+}
+
+fn put_bones(bones: &[Bone], enc: &mut SeqEncoder, buf: &mut Vec<u8>) {
+    put_uvarint(buf, bones.len() as u64);
+    for bone in bones {
+        match bone {
+            Bone::Node(body) => enc.put_body(body, buf),
+            Bone::Literal(n) => {
+                put_uvarint(buf, TAG_LITERAL);
+                put_uvarint(buf, *n as u64);
+            }
+        }
+    }
+}
+
+fn get_bones(c: &mut Cursor, dec: &mut SeqDecoder) -> Result<Vec<Bone>> {
+    let n = c.count(c.remaining(), "piece")?;
+    (0..n)
+        .map(|_| {
+            Ok(match dec.get_tag(c)? {
+                Some(body) => Bone::Node(body),
+                None => Bone::Literal(c.count(c.remaining() * 8, "literal")?),
+            })
+        })
+        .collect()
+}
+
+/// Encodes `(offsets, lengths)` of every stream, in order.
+pub fn encode_streams(streams: &[(&[u64], &[u64])], detector: &Detector) -> Vec<u8> {
+    let mut skeletons: Vec<Skeleton> = Vec::new();
+    let mut ids: HashMap<Skeleton, usize> = HashMap::new();
+    let mut members: Vec<Vec<Vec<i64>>> = Vec::new(); // per skeleton: parameters of its streams
+    let (mut skeleton_ids, mut first_offsets, mut first_lengths) = (vec![], vec![], vec![]);
+    for (offsets, lengths) in streams {
+        assert_eq!(offsets.len(), lengths.len(), "offset and length columns differ");
+        let (skeleton, params) = dissect(offsets, lengths, detector);
+        let id = *ids.entry(skeleton.clone()).or_insert_with(|| {
+            skeletons.push(skeleton);
+            members.push(Vec::new());
+            skeletons.len() - 1
+        });
+        members[id].push(params);
+        skeleton_ids.push(id as i64);
+        first_offsets.push(offsets.first().copied().unwrap_or(0) as i64);
+        first_lengths.push(lengths.first().copied().unwrap_or(0) as i64);
+    }
+    let mut buf = Vec::new();
+    let mut enc = SeqEncoder::new();
+    put_uvarint(&mut buf, skeletons.len() as u64);
+    for s in &skeletons {
+        buf.push(s.mode);
+        put_bones(&s.positions, &mut enc, &mut buf);
+        put_bones(&s.lengths, &mut enc, &mut buf);
+    }
+    for column in [skeleton_ids, first_offsets, first_lengths] {
+        enc.encode(&PatternSeq::build(&column, detector), &mut buf);
+    }
+    for (s, rows) in skeletons.iter().zip(&members) {
+        let column_major: Vec<i64> = (0..s.slots()).flat_map(|slot| rows.iter().map(move |r| r[slot])).collect();
+        enc.encode(&PatternSeq::build(&column_major, detector), &mut buf);
+    }
+    buf
+}
+
+/// Decodes what [`encode_streams`] wrote.
+pub fn decode_streams(bytes: &[u8]) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
+    let mut c = Cursor::new(bytes);
+    let mut dec = SeqDecoder::new();
+    let n_skeletons = c.count(c.remaining(), "skeleton")?;
+    let mut skeletons = Vec::with_capacity(n_skeletons);
+    for _ in 0..n_skeletons {
+        let at = c.position();
+        let mode = c.u8()?;
+        if mode > MODE_GAPS {
+            return Err(CoreError::corrupt(at, format!("unknown offset mode {mode}")));
+        }
+        let positions = get_bones(&mut c, &mut dec)?;
+        let lengths = get_bones(&mut c, &mut dec)?;
+        skeletons.push(Skeleton { mode, positions, lengths });
+    }
+    let ids = dec.decode(&mut c)?.expand();
+    let first_offsets = dec.decode(&mut c)?.expand();
+    let first_lengths = dec.decode(&mut c)?.expand();
+    if first_offsets.len() != ids.len() || first_lengths.len() != ids.len() {
+        return Err(c.error("stream columns differ in length"));
+    }
+    let mut member_count = vec![0usize; skeletons.len()];
+    for &id in &ids {
+        let slot = member_count.get_mut(id as usize);
+        *slot.ok_or_else(|| c.error(format!("stream refers to unknown skeleton {id}")))? += 1;
+    }
+    // Parameter matrices, column by column, then read row by row.
+    let mut rows: Vec<std::vec::IntoIter<Vec<i64>>> = Vec::with_capacity(skeletons.len());
+    for (s, &count) in skeletons.iter().zip(&member_count) {
+        let values = dec.decode(&mut c)?.expand();
+        if Some(values.len()) != count.checked_mul(s.slots()) {
+            return Err(c.error("parameter matrix size differs from streams × slots"));
+        }
+        let matrix: Vec<Vec<i64>> =
+            (0..count).map(|row| (0..s.slots()).map(|slot| values[slot * count + row]).collect()).collect();
+        rows.push(matrix.into_iter());
+    }
+    if !c.is_at_end() {
+        return Err(c.error("trailing bytes after the stream set"));
+    }
+    let at = c.position();
+    let mut out = Vec::with_capacity(ids.len());
+    for ((&id, &first_off), &first_len) in ids.iter().zip(&first_offsets).zip(&first_lengths) {
+        let s = &skeletons[id as usize];
+        let mut params = rows[id as usize].next().expect("one row per member").into_iter();
+        let positions = join(&s.positions, &mut params, at)?;
+        let lengths = absolute(&join(&s.lengths, &mut params, at)?, first_len as u64);
+        if positions.len() != lengths.len() {
+            return Err(CoreError::corrupt(at, "offset and length columns differ in length"));
+        }
+        let offsets = if s.mode == MODE_GAPS {
+            let mut offsets: Vec<u64> = Vec::with_capacity(lengths.len());
+            for (i, gap) in positions.into_iter().enumerate() {
+                offsets.push(match i {
+                    0 => first_off as u64,
+                    _ => offsets[i - 1].wrapping_add(lengths[i - 1]).wrapping_add(gap as u64),
+                });
+            }
+            offsets
+        } else {
+            absolute(&positions, first_off as u64)
+        };
+        out.push((offsets, lengths));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_sharing() {
+        let d = Detector::default();
+        let ranks: Vec<(Vec<u64>, Vec<u64>)> = (0..64u64)
+            .map(|r| {
+                // Same strided body for every rank, a rank-dependent metadata write at the end.
+                let mut o: Vec<u64> = (0..100).map(|i| (i * 64 + r) * 4096).collect();
+                let mut l = vec![4096; 100];
+                o.push(1_000_000 + r * 96);
+                l.push(90 + (r * 7) % 13);
+                (o, l)
+            })
+            .chain(std::iter::once(((0..50u64).map(|i| i * i * 7).collect(), (0..50u64).map(|i| i * i * 7 + 1).collect())))
+            .chain(std::iter::once((vec![], vec![])))
+            .collect();
+        let views: Vec<(&[u64], &[u64])> = ranks.iter().map(|(o, l)| (o.as_slice(), l.as_slice())).collect();
+        let bytes = encode_streams(&views, &d);
+        assert_eq!(decode_streams(&bytes).unwrap(), ranks);
+        // 64 rank-strided streams cost little more than one.
+        assert!(bytes.len() < 400, "{} bytes", bytes.len());
+        for cut in 0..bytes.len() {
+            assert!(decode_streams(&bytes[..cut]).is_err());
+        }
+    }
+
+    #[test]
+    fn contiguous_varying_sizes_use_gaps() {
+        let lengths: Vec<u64> = (0..500u64).map(|i| 100 + (i * 7919) % 1000).collect();
+        let offsets: Vec<u64> = lengths
+            .iter()
+            .scan(0u64, |at, &l| {
+                let o = *at;
+                *at += l;
+                Some(o)
+            })
+            .collect();
+        let (skeleton, _) = dissect(&offsets, &lengths, &Detector::default());
+        assert_eq!(skeleton.mode, MODE_GAPS);
+        assert_eq!(skeleton.positions.len(), 1);
+    }
+}
