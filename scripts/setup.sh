@@ -2,7 +2,7 @@
 # patio — one-shot environment setup for Debian 12 (idempotent; fast when already set up).
 #
 #   * system packages via apt-get (only the missing ones; uses sudo when not root)
-#   * Rust toolchain >= 1.80 via rustup (with rustfmt and clippy)
+#   * Rust toolchain >= 1.87 via rustup (with rustfmt and clippy)
 #   * Python venv at $REPO/.venv with requirements-dev.txt
 #   * release build of the `patio` CLI (linked as .venv/bin/patio)
 #   * the Python extension `patio._native` installed into the venv via `maturin develop`
@@ -21,7 +21,7 @@ cd "$REPO"
 
 VENV="$REPO/.venv"
 REQ="$REPO/requirements-dev.txt"
-MIN_RUST="1.80"
+MIN_RUST="1.87"
 APT_PACKAGES=(
     build-essential pkg-config python3 python3-venv python3-dev xz-utils zstd
     curl ca-certificates git libfuse3-dev fuse3

@@ -71,7 +71,11 @@ fn body_kind(body: &Body) -> Kind {
 /// Compact unit-notation signature of a sequence.
 pub fn signature(seq: &PatternSeq) -> String {
     let pieces = seq.pieces();
-    let mut parts: Vec<String> = pieces.iter().take(SIGNATURE_PIECES).map(|p| p.to_string()).collect();
+    let mut parts: Vec<String> = pieces
+        .iter()
+        .take(SIGNATURE_PIECES)
+        .map(|p| p.to_string())
+        .collect();
     if pieces.len() > SIGNATURE_PIECES {
         parts.push(format!("… +{} pieces", pieces.len() - SIGNATURE_PIECES));
     }
@@ -80,12 +84,18 @@ pub fn signature(seq: &PatternSeq) -> String {
 
 /// Analyses one stream's offsets and lengths.
 pub fn analyze_stream(offsets: &[u64], lengths: &[u64], detector: &Detector) -> StreamAnalysis {
-    assert_eq!(offsets.len(), lengths.len(), "offset and length columns differ");
+    assert_eq!(
+        offsets.len(),
+        lengths.len(),
+        "offset and length columns differ"
+    );
     let as_i64 = |v: &[u64]| v.iter().map(|&x| x as i64).collect::<Vec<_>>();
     let off_seq = PatternSeq::build(&as_i64(offsets), detector);
     let len_seq = PatternSeq::build(&as_i64(lengths), detector);
     let n = offsets.len();
-    let abutting = (0..n.saturating_sub(1)).filter(|&i| abuts(offsets, lengths, i)).count();
+    let abutting = (0..n.saturating_sub(1))
+        .filter(|&i| abuts(offsets, lengths, i))
+        .count();
     let mut segments = Vec::with_capacity(off_seq.pieces().len());
     let mut at = 0u64;
     let mut largest: Option<(u64, Kind)> = None;
@@ -95,8 +105,13 @@ pub fn analyze_stream(offsets: &[u64], lengths: &[u64], detector: &Detector) -> 
         let kind = match piece {
             Piece::Literal(_) => None,
             Piece::Node(node) => {
-                let contiguous = (start as usize..end as usize - 1).all(|i| abuts(offsets, lengths, i));
-                let k = if contiguous { Kind::Contiguous } else { body_kind(&node.body) };
+                let contiguous =
+                    (start as usize..end as usize - 1).all(|i| abuts(offsets, lengths, i));
+                let k = if contiguous {
+                    Kind::Contiguous
+                } else {
+                    body_kind(&node.body)
+                };
                 if largest.is_none_or(|(len, _)| piece.len() > len) {
                     largest = Some((piece.len(), k));
                 }
@@ -136,13 +151,26 @@ mod tests {
     fn kinds() {
         let d = Detector::default();
         let contiguous: Vec<u64> = (0..100).map(|i| i * 10).collect();
-        assert_eq!(analyze_stream(&contiguous, &[10; 100], &d).kind, Kind::Contiguous);
-        assert_eq!(analyze_stream(&contiguous, &[4; 100], &d).kind, Kind::Strided);
-        let kd: Vec<u64> = (0..20).flat_map(|r| (0..50).map(move |c| r * 10_000 + c * 64)).collect();
+        assert_eq!(
+            analyze_stream(&contiguous, &[10; 100], &d).kind,
+            Kind::Contiguous
+        );
+        assert_eq!(
+            analyze_stream(&contiguous, &[4; 100], &d).kind,
+            Kind::Strided
+        );
+        let kd: Vec<u64> = (0..20)
+            .flat_map(|r| (0..50).map(move |c| r * 10_000 + c * 64))
+            .collect();
         let a = analyze_stream(&kd, &[8; 1000], &d);
         assert_eq!((a.kind, a.coverage), (Kind::KdStrided, 1.0));
-        let deltas: Vec<u64> = (0..30).flat_map(|r| [0, 3, 7].map(|c| r * 14 + c)).collect();
-        assert_eq!(analyze_stream(&deltas, &[1; 90], &d).kind, Kind::RepeatingDeltas);
+        let deltas: Vec<u64> = (0..30)
+            .flat_map(|r| [0, 3, 7].map(|c| r * 14 + c))
+            .collect();
+        assert_eq!(
+            analyze_stream(&deltas, &[1; 90], &d).kind,
+            Kind::RepeatingDeltas
+        );
         let mut state = 0x9E37_79B9_7F4A_7C15u64;
         let random: Vec<u64> = (0..200)
             .map(|_| {

@@ -146,18 +146,31 @@ pub fn write_blob(magic: &[u8; 4], version: u16, payload: &[u8]) -> Vec<u8> {
 
 /// Checks a blob's magic, version (≤ `max_version`), length and checksum and returns
 /// `(version, payload)`.
-pub fn read_blob<'a>(magic: &[u8; 4], max_version: u16, bytes: &'a [u8]) -> Result<(u16, &'a [u8])> {
+pub fn read_blob<'a>(
+    magic: &[u8; 4],
+    max_version: u16,
+    bytes: &'a [u8],
+) -> Result<(u16, &'a [u8])> {
     let mut c = Cursor::new(bytes);
-    let m = c.take(4).map_err(|_| CoreError::corrupt(0, "too short to hold a header"))?;
+    let m = c
+        .take(4)
+        .map_err(|_| CoreError::corrupt(0, "too short to hold a header"))?;
     if m != magic {
         return Err(CoreError::corrupt(
             0,
-            format!("bad magic {:?}, expected {:?}", String::from_utf8_lossy(m), String::from_utf8_lossy(magic)),
+            format!(
+                "bad magic {:?}, expected {:?}",
+                String::from_utf8_lossy(m),
+                String::from_utf8_lossy(magic)
+            ),
         ));
     }
     let version = c.u16_le()?;
     if version == 0 || version > max_version {
-        return Err(CoreError::corrupt(4, format!("unsupported version {version} (this build reads up to {max_version})")));
+        return Err(CoreError::corrupt(
+            4,
+            format!("unsupported version {version} (this build reads up to {max_version})"),
+        ));
     }
     c.u16_le()?;
     let len = c.u64_le()?;
@@ -165,7 +178,10 @@ pub fn read_blob<'a>(magic: &[u8; 4], max_version: u16, bytes: &'a [u8]) -> Resu
     if (c.remaining() as u64) < len {
         return Err(CoreError::corrupt(
             BLOB_HEADER,
-            format!("truncated: header announces {len} payload bytes, {} present", c.remaining()),
+            format!(
+                "truncated: header announces {len} payload bytes, {} present",
+                c.remaining()
+            ),
         ));
     }
     let payload = c.take(len as usize)?;
@@ -195,12 +211,18 @@ pub fn read_frames(bytes: &[u8], base: usize) -> (Vec<(usize, &[u8])>, Option<Co
             Err(_) => return (frames, Some(CoreError::corrupt(at, "torn frame header"))),
         };
         if c.remaining() < len as usize {
-            let msg = format!("torn frame: {len} bytes announced, {} present", c.remaining());
+            let msg = format!(
+                "torn frame: {len} bytes announced, {} present",
+                c.remaining()
+            );
             return (frames, Some(CoreError::corrupt(at, msg)));
         }
         let payload = c.take(len as usize).expect("length checked");
         if crc32c(payload) != crc {
-            return (frames, Some(CoreError::corrupt(at, "frame checksum mismatch")));
+            return (
+                frames,
+                Some(CoreError::corrupt(at, "frame checksum mismatch")),
+            );
         }
         frames.push((at + 8, payload));
     }

@@ -8,16 +8,18 @@
 //! storing: `k·(r-1) ≥ 2`, i.e. at least four elements for a stride and two full
 //! repetitions for a longer vector.
 //!
-//! Row completion: when a unit with `k ≥ 2` deltas whose first `k-1` deltas are one
-//! constant stride stops one delta short of finishing another row (the usual way a 2-D strided sequence `a + i·R + j·S` ends: its last row
-//! lacks the closing gap), and the next `k-1` deltas continue the vector, the detector
-//! emits a nested node instead — rows of `k` elements repeated — so a whole 2-D strided
-//! sequence is one entry.
+//! Row completion: a unit with `k ≥ 2` deltas stops one delta short of finishing
+//! another row when its sequence is a 2-D (or 3-D, …) array: the last row lacks the
+//! closing gap. When the next `k-1` deltas continue the vector and one row's `k`
+//! elements are themselves a pattern, the detector emits a nested node instead — that
+//! row repeated — so a whole kd-strided sequence is one entry. A row that is neither a
+//! constant stride nor a pattern by itself (`0, 3, 7` of `[0, (3, 4, 7)^r]`) keeps the
+//! flat unit.
 //!
 //! Cost is O(w·n): every candidate's extension is bounded by the covered length, and the
 //! search stops early once a candidate covers `2·w` deltas.
 
-use crate::tree::{Body, Node, Piece};
+use crate::tree::{Body, Node, PatternSeq, Piece};
 use crate::unit::Shape;
 
 /// Default search window: delta vectors of up to this many elements are found.
@@ -80,18 +82,17 @@ impl Detector {
                     push_literal(out, &xs[literal_start..p]);
                     let covered_end = p + k * reps as usize; // index of the unit's last element
                     let vector = &deltas[p..p + k];
-                    let row = (k >= 2).then(|| minimal_shape(&vector[..k - 1]));
-                    let completes_row = row.as_ref().is_some_and(|r| r.deltas().len() == 1)
+                    let continues = k >= 2
                         && covered_end + k - 1 < n
                         && deltas[covered_end..covered_end + k - 1] == vector[..k - 1];
-                    if completes_row {
-                        let row = row.expect("checked above");
+                    let row = continues.then(|| self.row_body(&xs[p..p + k])).flatten();
+                    if let Some(row) = row {
                         let stride = vector.iter().map(|&d| d as i128).sum::<i128>();
                         // The row stride fits: it is the distance between two real elements.
                         let outer = Shape::new(vec![stride as i64], reps);
                         out.push(Piece::Node(Node::new(
                             xs[p],
-                            Body::nested(Body::Flat(outer), Body::Flat(row)),
+                            Body::nested(Body::Flat(outer), row),
                         )));
                         p = covered_end + k;
                     } else {
@@ -107,6 +108,20 @@ impl Detector {
             }
         }
         push_literal(out, &xs[literal_start..n]);
+    }
+
+    /// The body of one row when the row is a constant stride (of any length) or its
+    /// elements are otherwise one pattern node.
+    fn row_body(&self, row: &[i64]) -> Option<Body> {
+        let deltas: Vec<i64> = row.windows(2).map(|w| w[1] - w[0]).collect();
+        let strided = minimal_shape(&deltas);
+        if strided.deltas().len() == 1 {
+            return Some(Body::Flat(strided));
+        }
+        match PatternSeq::build(row, self).pieces() {
+            [Piece::Node(node)] => Some(node.body.clone()),
+            _ => None,
+        }
     }
 
     /// The best `(k, reps)` for a unit starting at element `p`, if any is worth it.
@@ -140,7 +155,7 @@ impl Detector {
 pub(crate) fn minimal_shape(deltas: &[i64]) -> Shape {
     let len = deltas.len();
     for period in 1..=len {
-        if len % period == 0 && deltas.chunks(period).all(|c| c == &deltas[..period]) {
+        if len.is_multiple_of(period) && deltas.chunks(period).all(|c| c == &deltas[..period]) {
             return Shape::new(deltas[..period].to_vec(), (len / period) as u64);
         }
     }

@@ -68,7 +68,11 @@ pub struct MapStats {
 impl PatternMap {
     /// Builds the map from extents in write order (later extents win on overlap).
     pub fn build(extents: &[Extent], detector: &Detector) -> Result<Self> {
-        if let Some(e) = extents.iter().find(|e| e.logical.checked_add(e.length).is_none_or(|end| end > i64::MAX as u64)) {
+        if let Some(e) = extents.iter().find(|e| {
+            e.logical
+                .checked_add(e.length)
+                .is_none_or(|end| end > i64::MAX as u64)
+        }) {
             return Err(CoreError::Invalid(format!(
                 "extent at logical offset {} with length {} ends beyond 2^63-1",
                 e.logical, e.length
@@ -99,7 +103,11 @@ impl PatternMap {
     fn from_entries(entries: Vec<Entry>) -> Self {
         let firsts = entries.iter().map(|e| e.logical.first()).collect();
         let extent_count = entries.iter().map(|e| e.logical.len()).sum();
-        PatternMap { entries, firsts, extent_count }
+        PatternMap {
+            entries,
+            firsts,
+            extent_count,
+        }
     }
 
     /// Merges maps (e.g. one per writer) into one global map. Later maps win where
@@ -132,7 +140,11 @@ impl PatternMap {
             let into = x - start;
             let physical = entry.physical.get(pos).expect("columns have equal length") as u64;
             let chunk = entry.chunks.get(pos).expect("columns have equal length") as u64;
-            return Lookup::Data { chunk, physical: physical.wrapping_add(into), len: len - into };
+            return Lookup::Data {
+                chunk,
+                physical: physical.wrapping_add(into),
+                len: len - into,
+            };
         }
         let next = if pos + 1 < entry.logical.len() {
             Some(entry.logical.get(pos + 1))
@@ -147,7 +159,9 @@ impl PatternMap {
 
     /// All extents in logical order (expansion; for merging, export and checks).
     pub fn extents(&self) -> impl Iterator<Item = Extent> + '_ {
-        self.entries.iter().flat_map(|e| (0..e.logical.len()).map(move |i| e.extent(i)))
+        self.entries
+            .iter()
+            .flat_map(|e| (0..e.logical.len()).map(move |i| e.extent(i)))
     }
 
     /// One past the last mapped byte (0 for an empty map).
@@ -161,7 +175,11 @@ impl PatternMap {
     pub fn stats(&self) -> MapStats {
         MapStats {
             entries: self.entries.len(),
-            pattern_entries: self.entries.iter().filter(|e| matches!(e.logical, Piece::Node(_))).count(),
+            pattern_entries: self
+                .entries
+                .iter()
+                .filter(|e| matches!(e.logical, Piece::Node(_)))
+                .count(),
             extents: self.extent_count,
             mem_bytes: self.mem_bytes(),
         }
@@ -184,7 +202,13 @@ impl PatternMap {
 
     /// Human-readable entries, one per line (for `--json` reports and debugging).
     pub fn describe(&self) -> Vec<String> {
-        let seq = |s: &PatternSeq| s.pieces().iter().map(|p| p.to_string()).collect::<Vec<_>>().join(" ");
+        let seq = |s: &PatternSeq| {
+            s.pieces()
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         self.entries
             .iter()
             .map(|e| {
@@ -204,7 +228,8 @@ impl PatternMap {
         let mut payload = Vec::new();
         put_uvarint(&mut payload, self.entries.len() as u64);
         let mut enc = SeqEncoder::new();
-        let logical = PatternSeq::from_pieces(self.entries.iter().map(|e| e.logical.clone()).collect());
+        let logical =
+            PatternSeq::from_pieces(self.entries.iter().map(|e| e.logical.clone()).collect());
         enc.encode(&logical, &mut payload);
         for e in &self.entries {
             enc.encode(&e.lengths, &mut payload);
@@ -221,7 +246,10 @@ impl PatternMap {
         let mut dec = SeqDecoder::new();
         let logical = dec.decode(&mut c)?;
         if logical.pieces().len() != n {
-            return Err(c.error(format!("{n} entries announced, {} logical pieces found", logical.pieces().len())));
+            return Err(c.error(format!(
+                "{n} entries announced, {} logical pieces found",
+                logical.pieces().len()
+            )));
         }
         let mut entries = Vec::with_capacity(n);
         let mut prev_last: Option<i64> = None;
@@ -241,7 +269,12 @@ impl PatternMap {
             if [lengths.len(), physical.len(), chunks.len()] != [piece.len(); 3] {
                 return Err(CoreError::corrupt(at, "entry columns differ in length"));
             }
-            entries.push(Entry { logical: piece.clone(), lengths, physical, chunks });
+            entries.push(Entry {
+                logical: piece.clone(),
+                lengths,
+                physical,
+                chunks,
+            });
         }
         if !c.is_at_end() {
             return Err(c.error("trailing bytes after the last entry"));
@@ -257,7 +290,10 @@ mod tests {
 
     fn n1_strided(writers: u64, writes: u64, block: u64) -> Vec<Extent> {
         (0..writes)
-            .flat_map(|i| (0..writers).map(move |w| Extent::new((i * writers + w) * block, block, i * block, w)))
+            .flat_map(|i| {
+                (0..writers)
+                    .map(move |w| Extent::new((i * writers + w) * block, block, i * block, w))
+            })
             .collect()
     }
 
@@ -276,10 +312,19 @@ mod tests {
 
     #[test]
     fn strided_with_holes() {
-        let extents: Vec<Extent> = (0..1000).map(|i| Extent::new(i * 8192, 4096, i * 4096, 0)).collect();
+        let extents: Vec<Extent> = (0..1000)
+            .map(|i| Extent::new(i * 8192, 4096, i * 4096, 0))
+            .collect();
         let map = PatternMap::build(&extents, &Detector::default()).unwrap();
         assert_eq!(map.lookup(4096), Lookup::Hole { len: 4096 });
-        assert_eq!(map.lookup(8192 + 10), Lookup::Data { chunk: 0, physical: 4106, len: 4086 });
+        assert_eq!(
+            map.lookup(8192 + 10),
+            Lookup::Data {
+                chunk: 0,
+                physical: 4106,
+                len: 4086
+            }
+        );
         assert_eq!(map.lookup(999 * 8192 + 4096), Lookup::Unmapped);
         assert_eq!(map.end(), 999 * 8192 + 4096);
     }

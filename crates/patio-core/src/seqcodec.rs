@@ -14,10 +14,13 @@ use crate::tree::{Body, Node, PatternSeq, Piece};
 use crate::unit::Shape;
 use std::collections::HashMap;
 
-/// Piece tag of a literal run; `TAG_NEW_BODY` and `TAG_BODY_REF + id` tag nodes.
-pub const TAG_LITERAL: u64 = 0;
-const TAG_NEW_BODY: u64 = 1;
-const TAG_BODY_REF: u64 = 2;
+/// Piece tags: a literal run coded as first differences, a literal run coded as
+/// second differences (for values that progress almost linearly), a node whose body
+/// follows in full, and `TAG_BODY_REF + id` for a node whose body was seen before.
+const TAG_LITERAL: u64 = 0;
+const TAG_LITERAL2: u64 = 1;
+const TAG_NEW_BODY: u64 = 2;
+const TAG_BODY_REF: u64 = 3;
 
 /// Deepest body nesting a decoder accepts.
 const MAX_DECODE_DEPTH: usize = 64;
@@ -41,12 +44,17 @@ impl SeqEncoder {
         for piece in seq.pieces() {
             match piece {
                 Piece::Literal(values) => {
-                    put_uvarint(buf, TAG_LITERAL);
+                    let first = literal_bytes(values, prev, 1);
+                    let second = literal_bytes(values, prev, 2);
+                    let (tag, bytes) = if second.len() < first.len() {
+                        (TAG_LITERAL2, second)
+                    } else {
+                        (TAG_LITERAL, first)
+                    };
+                    put_uvarint(buf, tag);
                     put_uvarint(buf, values.len() as u64);
-                    for &v in values {
-                        put_ivarint(buf, v.wrapping_sub(prev));
-                        prev = v;
-                    }
+                    buf.extend_from_slice(&bytes);
+                    prev = *values.last().expect("literal runs are not empty");
                 }
                 Piece::Node(node) => {
                     self.put_body(&node.body, buf);
@@ -89,6 +97,27 @@ fn encode_body(body: &Body, buf: &mut Vec<u8>) {
     }
 }
 
+/// Literal values as zigzag varints of their first (`order` 1) or second (`order` 2)
+/// differences, starting from `prev` with a previous difference of 0.
+fn literal_bytes(values: &[i64], mut prev: i64, order: u8) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() * 2);
+    let mut prev_diff = 0i64;
+    for &v in values {
+        let diff = v.wrapping_sub(prev);
+        put_ivarint(
+            &mut out,
+            if order == 2 {
+                diff.wrapping_sub(prev_diff)
+            } else {
+                diff
+            },
+        );
+        prev_diff = diff;
+        prev = v;
+    }
+    out
+}
+
 /// Reads sequences written by one [`SeqEncoder`], in the same order.
 #[derive(Default)]
 pub struct SeqDecoder {
@@ -108,16 +137,23 @@ impl SeqDecoder {
         for _ in 0..count {
             let at = c.position();
             let piece = match self.get_tag(c)? {
-                None => {
+                Tag::Literal(order) => {
                     let n = c.count(c.remaining(), "literal")?;
                     let mut values = Vec::with_capacity(n);
+                    let mut diff = 0i64;
                     for _ in 0..n {
-                        prev = prev.wrapping_add(c.ivarint()?);
+                        let coded = c.ivarint()?;
+                        diff = if order == 2 {
+                            diff.wrapping_add(coded)
+                        } else {
+                            coded
+                        };
+                        prev = prev.wrapping_add(diff);
                         values.push(prev);
                     }
                     Piece::Literal(values)
                 }
-                Some(body) => {
+                Tag::Node(body) => {
                     let node = checked_node(prev.wrapping_add(c.ivarint()?), body, at)?;
                     prev = node.last();
                     Piece::Node(node)
@@ -131,25 +167,33 @@ impl SeqDecoder {
         Ok(PatternSeq::from_pieces(pieces))
     }
 
-    /// Reads a piece tag: `None` for a literal run, else the node's body (read in
+    /// Reads a piece tag: a literal run's difference order, or a node's body (read in
     /// full or looked up by reference).
-    pub fn get_tag(&mut self, c: &mut Cursor) -> Result<Option<Body>> {
+    fn get_tag(&mut self, c: &mut Cursor) -> Result<Tag> {
         let at = c.position();
         let tag = c.uvarint()?;
         Ok(match tag {
-            TAG_LITERAL => None,
+            TAG_LITERAL => Tag::Literal(1),
+            TAG_LITERAL2 => Tag::Literal(2),
             TAG_NEW_BODY => {
                 let b = decode_body(c, 0)?;
                 self.bodies.push(b.clone());
-                Some(b)
+                Tag::Node(b)
             }
             _ => {
                 let id = (tag - TAG_BODY_REF) as usize;
                 let b = self.bodies.get(id).cloned();
-                Some(b.ok_or_else(|| CoreError::corrupt(at, format!("reference to unknown body {id}")))?)
+                Tag::Node(b.ok_or_else(|| {
+                    CoreError::corrupt(at, format!("reference to unknown body {id}"))
+                })?)
             }
         })
     }
+}
+
+enum Tag {
+    Literal(u8),
+    Node(Body),
 }
 
 /// A node from a decoded first value and body, refused when some element would leave
@@ -182,11 +226,18 @@ fn decode_body(c: &mut Cursor, depth: usize) -> Result<Body> {
     }
     let k = (head >> 1) as usize;
     if k > c.remaining() {
-        return Err(CoreError::corrupt(at, "delta count exceeds the remaining bytes"));
+        return Err(CoreError::corrupt(
+            at,
+            "delta count exceeds the remaining bytes",
+        ));
     }
     let deltas = (0..k).map(|_| c.ivarint()).collect::<Result<Vec<_>>>()?;
     let reps = c.uvarint()?;
-    if (k as u64).checked_mul(reps).and_then(|n| n.checked_add(1)).is_none() {
+    if (k as u64)
+        .checked_mul(reps)
+        .and_then(|n| n.checked_add(1))
+        .is_none()
+    {
         return Err(CoreError::corrupt(at, "pattern longer than 2^64 elements"));
     }
     Ok(Body::Flat(Shape::new(deltas, reps)))

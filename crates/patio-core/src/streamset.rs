@@ -23,18 +23,66 @@
 use crate::codec::{put_uvarint, Cursor};
 use crate::detect::Detector;
 use crate::error::{CoreError, Result};
-use crate::seqcodec::{checked_node, encode_seq, SeqDecoder, SeqEncoder, TAG_LITERAL};
+use crate::seqcodec::{checked_node, encode_seq, SeqDecoder, SeqEncoder};
 use crate::tree::{Body, PatternSeq, Piece};
+use crate::unit::Shape;
 use std::collections::HashMap;
 
 const MODE_OFFSETS: u8 = 0;
 const MODE_GAPS: u8 = 1;
 
-/// The part of a sequence that is not a value: node bodies and literal-run lengths.
+/// The structure of a body without any value: nesting and delta-vector lengths.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Form {
+    Flat(usize),
+    Nested(Box<Form>, Box<Form>),
+}
+
+impl Form {
+    fn of(body: &Body) -> Form {
+        match body {
+            Body::Flat(s) => Form::Flat(s.deltas().len()),
+            Body::Nested(o, i) => Form::Nested(Box::new(Form::of(o)), Box::new(Form::of(i))),
+        }
+    }
+
+    /// Values a body of this form leaves open: each flat level's deltas and count.
+    fn slots(&self) -> usize {
+        match self {
+            Form::Flat(k) => k + 1,
+            Form::Nested(o, i) => o.slots() + i.slots(),
+        }
+    }
+}
+
+/// The part of a sequence that is not a value: body forms and literal-run lengths.
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum Bone {
-    Node(Body),
+    Node(Form),
     Literal(usize),
+}
+
+fn push_body_values(body: &Body, params: &mut Vec<i64>) {
+    match body {
+        Body::Flat(s) => {
+            params.extend_from_slice(s.deltas());
+            params.push(s.reps() as i64);
+        }
+        Body::Nested(o, i) => {
+            push_body_values(o, params);
+            push_body_values(i, params);
+        }
+    }
+}
+
+fn take_body(form: &Form, next: &mut impl FnMut() -> Result<i64>) -> Result<Body> {
+    Ok(match form {
+        Form::Flat(k) => {
+            let deltas = (0..*k).map(|_| next()).collect::<Result<Vec<_>>>()?;
+            Body::Flat(Shape::new(deltas, next()? as u64))
+        }
+        Form::Nested(o, i) => Body::nested(take_body(o, next)?, take_body(i, next)?),
+    })
 }
 
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -47,22 +95,27 @@ struct Skeleton {
 impl Skeleton {
     fn slots(&self) -> usize {
         let count = |bones: &[Bone]| -> usize {
-            bones.iter().map(|b| match b {
-                Bone::Node(_) => 1,
-                Bone::Literal(n) => *n,
-            }).sum()
+            bones
+                .iter()
+                .map(|b| match b {
+                    Bone::Node(form) => 1 + form.slots(),
+                    Bone::Literal(n) => *n,
+                })
+                .sum()
         };
         count(&self.positions) + count(&self.lengths)
     }
 }
 
-/// Splits pieces into bones and parameters (node first values and literal values).
+/// Splits pieces into bones and parameters (node first values, deltas and counts,
+/// and literal values).
 fn split(pieces: &[Piece], bones: &mut Vec<Bone>, params: &mut Vec<i64>) {
     for piece in pieces {
         match piece {
             Piece::Node(n) => {
-                bones.push(Bone::Node(n.body.clone()));
+                bones.push(Bone::Node(Form::of(&n.body)));
                 params.push(n.init);
+                push_body_values(&n.body, params);
             }
             Piece::Literal(values) => {
                 bones.push(Bone::Literal(values.len()));
@@ -75,11 +128,20 @@ fn split(pieces: &[Piece], bones: &mut Vec<Bone>, params: &mut Vec<i64>) {
 /// Rebuilds the values of one sequence from its bones, consuming parameters.
 fn join(bones: &[Bone], params: &mut impl Iterator<Item = i64>, at: usize) -> Result<Vec<i64>> {
     let mut out = Vec::new();
-    let mut next = || params.next().ok_or_else(|| CoreError::corrupt(at, "parameter matrix too short"));
+    let mut next = || {
+        params
+            .next()
+            .ok_or_else(|| CoreError::corrupt(at, "parameter matrix too short"))
+    };
     for bone in bones {
         match bone {
-            Bone::Node(body) => {
-                let node = checked_node(next()?, body.clone(), at)?;
+            Bone::Node(form) => {
+                let init = next()?;
+                let body = take_body(form, &mut next)?;
+                if body.len() > u32::MAX as u64 * 1024 {
+                    return Err(CoreError::corrupt(at, "pattern too long to expand"));
+                }
+                let node = checked_node(init, body, at)?;
                 out.extend((0..node.len()).map(|i| node.get(i)));
             }
             Bone::Literal(n) => {
@@ -93,11 +155,17 @@ fn join(bones: &[Bone], params: &mut impl Iterator<Item = i64>, at: usize) -> Re
 }
 
 fn relative(values: &[u64], first: u64) -> Vec<i64> {
-    values.iter().map(|&v| v.wrapping_sub(first) as i64).collect()
+    values
+        .iter()
+        .map(|&v| v.wrapping_sub(first) as i64)
+        .collect()
 }
 
 fn absolute(values: &[i64], first: u64) -> Vec<u64> {
-    values.iter().map(|&v| (v as u64).wrapping_add(first)).collect()
+    values
+        .iter()
+        .map(|&v| (v as u64).wrapping_add(first))
+        .collect()
 }
 
 /// Gap before each request: its offset minus the previous request's end (0 for the
@@ -123,36 +191,81 @@ fn dissect(offsets: &[u64], lengths: &[u64], detector: &Detector) -> (Skeleton, 
         (MODE_OFFSETS, direct)
     };
     let lengths = PatternSeq::build(&relative(lengths, first_len), detector);
-    let mut skeleton = Skeleton { mode, positions: Vec::new(), lengths: Vec::new() };
+    let mut skeleton = Skeleton {
+        mode,
+        positions: Vec::new(),
+        lengths: Vec::new(),
+    };
     let mut params = Vec::new();
     split(positions.pieces(), &mut skeleton.positions, &mut params);
     split(lengths.pieces(), &mut skeleton.lengths, &mut params);
     (skeleton, params)
 }
 
-fn put_bones(bones: &[Bone], enc: &mut SeqEncoder, buf: &mut Vec<u8>) {
+/// Bone tags: 0 literal run (count follows), 1 nested form (outer and inner follow),
+/// `2 + k` flat form with `k` deltas.
+fn put_form(form: &Form, buf: &mut Vec<u8>) {
+    match form {
+        Form::Flat(k) => put_uvarint(buf, 2 + *k as u64),
+        Form::Nested(o, i) => {
+            put_uvarint(buf, 1);
+            put_form(o, buf);
+            put_form(i, buf);
+        }
+    }
+}
+
+/// Reads a form whose tag (≥ 1) has already been read at `at`.
+fn get_form(tag: u64, c: &mut Cursor, at: usize, depth: usize) -> Result<Form> {
+    match tag {
+        0 => Err(CoreError::corrupt(at, "literal tag inside a pattern form")),
+        1 if depth >= 64 => Err(CoreError::corrupt(at, "pattern nested too deeply")),
+        1 => {
+            let mut part = || -> Result<Form> {
+                let at = c.position();
+                let tag = c.uvarint()?;
+                get_form(tag, c, at, depth + 1)
+            };
+            let outer = part()?;
+            Ok(Form::Nested(Box::new(outer), Box::new(part()?)))
+        }
+        tag => {
+            let k = tag - 2;
+            if k > c.remaining() as u64 * 8 {
+                return Err(CoreError::corrupt(
+                    at,
+                    "delta count exceeds what the input can hold",
+                ));
+            }
+            Ok(Form::Flat(k as usize))
+        }
+    }
+}
+
+fn put_bones(bones: &[Bone], buf: &mut Vec<u8>) {
     put_uvarint(buf, bones.len() as u64);
     for bone in bones {
         match bone {
-            Bone::Node(body) => enc.put_body(body, buf),
+            Bone::Node(form) => put_form(form, buf),
             Bone::Literal(n) => {
-                put_uvarint(buf, TAG_LITERAL);
+                put_uvarint(buf, 0);
                 put_uvarint(buf, *n as u64);
             }
         }
     }
 }
 
-fn get_bones(c: &mut Cursor, dec: &mut SeqDecoder) -> Result<Vec<Bone>> {
+fn get_bones(c: &mut Cursor) -> Result<Vec<Bone>> {
     let n = c.count(c.remaining(), "piece")?;
-    (0..n)
-        .map(|_| {
-            Ok(match dec.get_tag(c)? {
-                Some(body) => Bone::Node(body),
-                None => Bone::Literal(c.count(c.remaining() * 8, "literal")?),
-            })
-        })
-        .collect()
+    let mut bones = Vec::with_capacity(n);
+    for _ in 0..n {
+        let at = c.position();
+        bones.push(match c.uvarint()? {
+            0 => Bone::Literal(c.count(c.remaining() * 8, "literal")?),
+            tag => Bone::Node(get_form(tag, c, at, 0)?),
+        });
+    }
+    Ok(bones)
 }
 
 /// Encodes `(offsets, lengths)` of every stream, in order.
@@ -162,7 +275,11 @@ pub fn encode_streams(streams: &[(&[u64], &[u64])], detector: &Detector) -> Vec<
     let mut members: Vec<Vec<Vec<i64>>> = Vec::new(); // per skeleton: parameters of its streams
     let (mut skeleton_ids, mut first_offsets, mut first_lengths) = (vec![], vec![], vec![]);
     for (offsets, lengths) in streams {
-        assert_eq!(offsets.len(), lengths.len(), "offset and length columns differ");
+        assert_eq!(
+            offsets.len(),
+            lengths.len(),
+            "offset and length columns differ"
+        );
         let (skeleton, params) = dissect(offsets, lengths, detector);
         let id = *ids.entry(skeleton.clone()).or_insert_with(|| {
             skeletons.push(skeleton);
@@ -179,14 +296,16 @@ pub fn encode_streams(streams: &[(&[u64], &[u64])], detector: &Detector) -> Vec<
     put_uvarint(&mut buf, skeletons.len() as u64);
     for s in &skeletons {
         buf.push(s.mode);
-        put_bones(&s.positions, &mut enc, &mut buf);
-        put_bones(&s.lengths, &mut enc, &mut buf);
+        put_bones(&s.positions, &mut buf);
+        put_bones(&s.lengths, &mut buf);
     }
     for column in [skeleton_ids, first_offsets, first_lengths] {
         enc.encode(&PatternSeq::build(&column, detector), &mut buf);
     }
     for (s, rows) in skeletons.iter().zip(&members) {
-        let column_major: Vec<i64> = (0..s.slots()).flat_map(|slot| rows.iter().map(move |r| r[slot])).collect();
+        let column_major: Vec<i64> = (0..s.slots())
+            .flat_map(|slot| rows.iter().map(move |r| r[slot]))
+            .collect();
         enc.encode(&PatternSeq::build(&column_major, detector), &mut buf);
     }
     buf
@@ -202,11 +321,18 @@ pub fn decode_streams(bytes: &[u8]) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
         let at = c.position();
         let mode = c.u8()?;
         if mode > MODE_GAPS {
-            return Err(CoreError::corrupt(at, format!("unknown offset mode {mode}")));
+            return Err(CoreError::corrupt(
+                at,
+                format!("unknown offset mode {mode}"),
+            ));
         }
-        let positions = get_bones(&mut c, &mut dec)?;
-        let lengths = get_bones(&mut c, &mut dec)?;
-        skeletons.push(Skeleton { mode, positions, lengths });
+        let positions = get_bones(&mut c)?;
+        let lengths = get_bones(&mut c)?;
+        skeletons.push(Skeleton {
+            mode,
+            positions,
+            lengths,
+        });
     }
     let ids = dec.decode(&mut c)?.expand();
     let first_offsets = dec.decode(&mut c)?.expand();
@@ -226,8 +352,13 @@ pub fn decode_streams(bytes: &[u8]) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
         if Some(values.len()) != count.checked_mul(s.slots()) {
             return Err(c.error("parameter matrix size differs from streams × slots"));
         }
-        let matrix: Vec<Vec<i64>> =
-            (0..count).map(|row| (0..s.slots()).map(|slot| values[slot * count + row]).collect()).collect();
+        let matrix: Vec<Vec<i64>> = (0..count)
+            .map(|row| {
+                (0..s.slots())
+                    .map(|slot| values[slot * count + row])
+                    .collect()
+            })
+            .collect();
         rows.push(matrix.into_iter());
     }
     if !c.is_at_end() {
@@ -237,18 +368,26 @@ pub fn decode_streams(bytes: &[u8]) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
     let mut out = Vec::with_capacity(ids.len());
     for ((&id, &first_off), &first_len) in ids.iter().zip(&first_offsets).zip(&first_lengths) {
         let s = &skeletons[id as usize];
-        let mut params = rows[id as usize].next().expect("one row per member").into_iter();
+        let mut params = rows[id as usize]
+            .next()
+            .expect("one row per member")
+            .into_iter();
         let positions = join(&s.positions, &mut params, at)?;
         let lengths = absolute(&join(&s.lengths, &mut params, at)?, first_len as u64);
         if positions.len() != lengths.len() {
-            return Err(CoreError::corrupt(at, "offset and length columns differ in length"));
+            return Err(CoreError::corrupt(
+                at,
+                "offset and length columns differ in length",
+            ));
         }
         let offsets = if s.mode == MODE_GAPS {
             let mut offsets: Vec<u64> = Vec::with_capacity(lengths.len());
             for (i, gap) in positions.into_iter().enumerate() {
                 offsets.push(match i {
                     0 => first_off as u64,
-                    _ => offsets[i - 1].wrapping_add(lengths[i - 1]).wrapping_add(gap as u64),
+                    _ => offsets[i - 1]
+                        .wrapping_add(lengths[i - 1])
+                        .wrapping_add(gap as u64),
                 });
             }
             offsets
@@ -276,10 +415,16 @@ mod tests {
                 l.push(90 + (r * 7) % 13);
                 (o, l)
             })
-            .chain(std::iter::once(((0..50u64).map(|i| i * i * 7).collect(), (0..50u64).map(|i| i * i * 7 + 1).collect())))
+            .chain(std::iter::once((
+                (0..50u64).map(|i| i * i * 7).collect(),
+                (0..50u64).map(|i| i * i * 7 + 1).collect(),
+            )))
             .chain(std::iter::once((vec![], vec![])))
             .collect();
-        let views: Vec<(&[u64], &[u64])> = ranks.iter().map(|(o, l)| (o.as_slice(), l.as_slice())).collect();
+        let views: Vec<(&[u64], &[u64])> = ranks
+            .iter()
+            .map(|(o, l)| (o.as_slice(), l.as_slice()))
+            .collect();
         let bytes = encode_streams(&views, &d);
         assert_eq!(decode_streams(&bytes).unwrap(), ranks);
         // 64 rank-strided streams cost little more than one.

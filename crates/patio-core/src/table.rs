@@ -4,7 +4,7 @@
 //! mappings that do not compress. Also home of the extent normalisation both
 //! structures share: newest-wins overlap resolution and coalescing.
 
-use crate::codec::{write_blob, read_blob, Cursor};
+use crate::codec::{read_blob, write_blob, Cursor};
 use crate::error::{CoreError, Result};
 use std::collections::BTreeMap;
 
@@ -19,7 +19,12 @@ pub struct Extent {
 
 impl Extent {
     pub fn new(logical: u64, length: u64, physical: u64, chunk: u64) -> Self {
-        Extent { logical, length, physical, chunk }
+        Extent {
+            logical,
+            length,
+            physical,
+            chunk,
+        }
     }
 
     /// One past the last logical byte (saturating at `u64::MAX`).
@@ -51,9 +56,7 @@ pub enum Lookup {
 /// input win (input order is write order), dropping empty extents, and merging
 /// neighbours that continue each other logically and physically in the same chunk.
 pub fn normalize(extents: &[Extent]) -> Vec<Extent> {
-    let sorted_disjoint = extents
-        .windows(2)
-        .all(|w| w[0].end() <= w[1].logical);
+    let sorted_disjoint = extents.windows(2).all(|w| w[0].end() <= w[1].logical);
     let resolved: Vec<Extent> = if sorted_disjoint {
         extents.iter().copied().filter(|e| e.length > 0).collect()
     } else {
@@ -76,11 +79,20 @@ fn resolve_newest_wins(extents: &[Extent]) -> Vec<Extent> {
         for k in overlapping {
             let old = live.remove(&k).expect("key just listed");
             if old.logical < start {
-                live.insert(old.logical, Extent { length: start - old.logical, ..old });
+                live.insert(
+                    old.logical,
+                    Extent {
+                        length: start - old.logical,
+                        ..old
+                    },
+                );
             }
             if old.end() > end {
                 let cut = end - old.logical;
-                live.insert(end, Extent::new(end, old.end() - end, old.physical + cut, old.chunk));
+                live.insert(
+                    end,
+                    Extent::new(end, old.end() - end, old.physical + cut, old.chunk),
+                );
             }
         }
         live.insert(start, *e);
@@ -111,7 +123,9 @@ const TABLE_VERSION: u16 = 1;
 impl ExtentTable {
     /// Builds the table from extents in write order (later ones win on overlap).
     pub fn build(extents: &[Extent]) -> Self {
-        ExtentTable { extents: normalize(extents) }
+        ExtentTable {
+            extents: normalize(extents),
+        }
     }
 
     pub fn extents(&self) -> &[Extent] {
@@ -132,11 +146,17 @@ impl ExtentTable {
             let e = &self.extents[i - 1];
             if x < e.end() {
                 let into = x - e.logical;
-                return Lookup::Data { chunk: e.chunk, physical: e.physical + into, len: e.length - into };
+                return Lookup::Data {
+                    chunk: e.chunk,
+                    physical: e.physical + into,
+                    len: e.length - into,
+                };
             }
         }
         match self.extents.get(i) {
-            Some(next) => Lookup::Hole { len: next.logical - x },
+            Some(next) => Lookup::Hole {
+                len: next.logical - x,
+            },
             None => Lookup::Unmapped,
         }
     }
@@ -163,7 +183,10 @@ impl ExtentTable {
         let mut c = Cursor::with_base(payload, crate::codec::BLOB_HEADER);
         let n = c.u64_le()?;
         if n.checked_mul(32) != Some(c.remaining() as u64) {
-            return Err(c.error(format!("{n} extents announced, {} bytes present", c.remaining())));
+            return Err(c.error(format!(
+                "{n} extents announced, {} bytes present",
+                c.remaining()
+            )));
         }
         let mut extents = Vec::with_capacity(n as usize);
         for _ in 0..n {
@@ -171,7 +194,10 @@ impl ExtentTable {
             if let Some(prev) = extents.last() {
                 let prev: &Extent = prev;
                 if prev.end() > e.logical {
-                    return Err(CoreError::corrupt(c.position() - 32, "extents out of order or overlapping"));
+                    return Err(CoreError::corrupt(
+                        c.position() - 32,
+                        "extents out of order or overlapping",
+                    ));
                 }
             }
             extents.push(e);
@@ -189,9 +215,20 @@ mod tests {
         let t = ExtentTable::build(&[Extent::new(0, 100, 0, 1), Extent::new(40, 10, 500, 2)]);
         assert_eq!(
             t.extents(),
-            [Extent::new(0, 40, 0, 1), Extent::new(40, 10, 500, 2), Extent::new(50, 50, 50, 1)]
+            [
+                Extent::new(0, 40, 0, 1),
+                Extent::new(40, 10, 500, 2),
+                Extent::new(50, 50, 50, 1)
+            ]
         );
-        assert_eq!(t.lookup(45), Lookup::Data { chunk: 2, physical: 505, len: 5 });
+        assert_eq!(
+            t.lookup(45),
+            Lookup::Data {
+                chunk: 2,
+                physical: 505,
+                len: 5
+            }
+        );
         assert_eq!(t.lookup(100), Lookup::Unmapped);
     }
 
@@ -200,14 +237,32 @@ mod tests {
         let t = ExtentTable::build(&[Extent::new(10, 5, 0, 0), Extent::new(30, 5, 5, 0)]);
         assert_eq!(t.lookup(0), Lookup::Hole { len: 10 });
         assert_eq!(t.lookup(15), Lookup::Hole { len: 15 });
-        assert_eq!(t.lookup(34), Lookup::Data { chunk: 0, physical: 9, len: 1 });
+        assert_eq!(
+            t.lookup(34),
+            Lookup::Data {
+                chunk: 0,
+                physical: 9,
+                len: 1
+            }
+        );
         assert_eq!(t.lookup(35), Lookup::Unmapped);
     }
 
     #[test]
     fn contiguous_runs_coalesce() {
-        let t = ExtentTable::build(&[Extent::new(0, 4, 0, 0), Extent::new(4, 4, 4, 0), Extent::new(8, 4, 100, 0)]);
+        let t = ExtentTable::build(&[
+            Extent::new(0, 4, 0, 0),
+            Extent::new(4, 4, 4, 0),
+            Extent::new(8, 4, 100, 0),
+        ]);
         assert_eq!(t.len(), 2);
-        assert_eq!(t.lookup(1), Lookup::Data { chunk: 0, physical: 1, len: 7 });
+        assert_eq!(
+            t.lookup(1),
+            Lookup::Data {
+                chunk: 0,
+                physical: 1,
+                len: 7
+            }
+        );
     }
 }

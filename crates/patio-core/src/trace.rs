@@ -63,7 +63,14 @@ pub struct StreamKey {
 
 impl std::fmt::Display for StreamKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} rank {} {} {}", self.module, self.rank, self.op.as_str(), self.file)
+        write!(
+            f,
+            "{} rank {} {} {}",
+            self.module,
+            self.rank,
+            self.op.as_str(),
+            self.file
+        )
     }
 }
 
@@ -79,7 +86,13 @@ pub struct Stream {
 
 impl Stream {
     pub fn new(key: StreamKey) -> Self {
-        Stream { key, offsets: Vec::new(), lengths: Vec::new(), starts: Vec::new(), ends: Vec::new() }
+        Stream {
+            key,
+            offsets: Vec::new(),
+            lengths: Vec::new(),
+            starts: Vec::new(),
+            ends: Vec::new(),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -127,10 +140,15 @@ pub struct Recovered {
 
 impl Trace {
     /// Groups loose records into streams (sorted by key, records by start time).
-    pub fn from_records(records: impl IntoIterator<Item = (StreamKey, u64, u64, f64, f64)>) -> Self {
+    pub fn from_records(
+        records: impl IntoIterator<Item = (StreamKey, u64, u64, f64, f64)>,
+    ) -> Self {
         let mut by_key: HashMap<StreamKey, Stream> = HashMap::new();
         for (key, offset, length, start, end) in records {
-            by_key.entry(key.clone()).or_insert_with(|| Stream::new(key)).push(offset, length, start, end);
+            by_key
+                .entry(key.clone())
+                .or_insert_with(|| Stream::new(key))
+                .push(offset, length, start, end);
         }
         Self::from_streams(by_key.into_values().collect())
     }
@@ -170,8 +188,15 @@ impl Trace {
 
     /// Parses CSV text; `name` is used in error messages (`name:line: reason`).
     pub fn parse_csv(input: impl std::io::Read, name: &str) -> Result<Self> {
-        let mut reader = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(input);
-        let parse_err = |line: u64, reason: String| CoreError::Parse { path: name.to_string(), line, reason };
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(input);
+        let parse_err = |line: u64, reason: String| CoreError::Parse {
+            path: name.to_string(),
+            line,
+            reason,
+        };
         let mut records = Vec::new();
         let mut row = csv::StringRecord::new();
         let mut first = true;
@@ -186,7 +211,10 @@ impl Trace {
                 first = false;
                 let header: Vec<&str> = row.iter().map(str::trim).collect();
                 if header.join(",") != CSV_HEADER {
-                    return Err(parse_err(line, format!("expected the header `{CSV_HEADER}`")));
+                    return Err(parse_err(
+                        line,
+                        format!("expected the header `{CSV_HEADER}`"),
+                    ));
                 }
                 continue;
             }
@@ -194,19 +222,44 @@ impl Trace {
                 continue;
             }
             if row.len() != 8 {
-                return Err(parse_err(line, format!("expected 8 fields, found {}", row.len())));
+                return Err(parse_err(
+                    line,
+                    format!("expected 8 fields, found {}", row.len()),
+                ));
             }
             let field = |i: usize| row[i].trim();
             let int = |i: usize, what: &str| -> Result<u64> {
-                field(i).parse::<u64>().map_err(|_| parse_err(line, format!("{what} `{}` is not an unsigned integer", field(i))))
+                field(i).parse::<u64>().map_err(|_| {
+                    parse_err(
+                        line,
+                        format!("{what} `{}` is not an unsigned integer", field(i)),
+                    )
+                })
             };
             let float = |i: usize, what: &str| -> Result<f64> {
-                field(i).parse::<f64>().ok().filter(|v| v.is_finite())
-                    .ok_or_else(|| parse_err(line, format!("{what} `{}` is not a number of seconds", field(i))))
+                field(i)
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite())
+                    .ok_or_else(|| {
+                        parse_err(
+                            line,
+                            format!("{what} `{}` is not a number of seconds", field(i)),
+                        )
+                    })
             };
-            let rank = field(2).parse::<i64>().map_err(|_| parse_err(line, format!("rank `{}` is not an integer", field(2))))?;
-            let op = Op::parse(field(3)).ok_or_else(|| parse_err(line, format!("op `{}` is neither read nor write", field(3))))?;
-            let key = StreamKey { module: field(0).to_string(), file: row[1].to_string(), rank, op };
+            let rank = field(2)
+                .parse::<i64>()
+                .map_err(|_| parse_err(line, format!("rank `{}` is not an integer", field(2))))?;
+            let op = Op::parse(field(3)).ok_or_else(|| {
+                parse_err(line, format!("op `{}` is neither read nor write", field(3)))
+            })?;
+            let key = StreamKey {
+                module: field(0).to_string(),
+                file: row[1].to_string(),
+                rank,
+                op,
+            };
             let (offset, length) = (int(4, "offset")?, int(5, "length")?);
             if offset.checked_add(length).is_none() {
                 return Err(parse_err(line, "offset + length exceeds 2^64".into()));
@@ -235,7 +288,8 @@ impl Trace {
                 .map_err(err)?;
             }
         }
-        w.flush().map_err(|e| CoreError::Invalid(format!("writing CSV: {e}")))
+        w.flush()
+            .map_err(|e| CoreError::Invalid(format!("writing CSV: {e}")))
     }
 
     // ---- native ----------------------------------------------------------------
@@ -245,7 +299,10 @@ impl Trace {
         let mut out = native_header();
         let mut enc = SeqEncoder::new();
         for (id, s) in self.streams.iter().enumerate() {
-            put_frame(&mut out, &encode_chunk(&mut enc, detector, &s.key, id, true, s));
+            put_frame(
+                &mut out,
+                &encode_chunk(&mut enc, detector, &s.key, id, true, s),
+            );
         }
         out
     }
@@ -253,13 +310,18 @@ impl Trace {
     /// Decodes a native trace, keeping every intact frame before any damage.
     pub fn decode_native(bytes: &[u8]) -> Result<Recovered> {
         let mut c = Cursor::new(bytes);
-        let magic = c.take(4).map_err(|_| CoreError::corrupt(0, "too short to be a patio trace"))?;
+        let magic = c
+            .take(4)
+            .map_err(|_| CoreError::corrupt(0, "too short to be a patio trace"))?;
         if magic != NATIVE_MAGIC {
             return Err(CoreError::corrupt(0, "not a patio trace (bad magic)"));
         }
         let version = c.u16_le()?;
         if version == 0 || version > NATIVE_VERSION {
-            return Err(CoreError::corrupt(4, format!("unsupported trace version {version}")));
+            return Err(CoreError::corrupt(
+                4,
+                format!("unsupported trace version {version}"),
+            ));
         }
         c.u16_le()?;
         let (frames, tail) = read_frames(&bytes[8..], 8);
@@ -280,7 +342,10 @@ impl Trace {
             };
             format!("{e}; dropped everything from byte {from} of {total}")
         });
-        Ok(Recovered { trace: Trace::from_streams(streams), damage })
+        Ok(Recovered {
+            trace: Trace::from_streams(streams),
+            damage,
+        })
     }
 
     pub fn read_native(path: &Path) -> Result<Recovered> {
@@ -305,7 +370,14 @@ fn to_ns(seconds: f64) -> i64 {
 /// One frame's payload: records appended to stream `id`; `new_key` says whether the
 /// key is introduced here. Used for whole streams and by writers that flush a stream
 /// in several chunks.
-pub fn encode_chunk(enc: &mut SeqEncoder, detector: &Detector, key: &StreamKey, id: usize, new_key: bool, s: &Stream) -> Vec<u8> {
+pub fn encode_chunk(
+    enc: &mut SeqEncoder,
+    detector: &Detector,
+    key: &StreamKey,
+    id: usize,
+    new_key: bool,
+    s: &Stream,
+) -> Vec<u8> {
     let mut buf = Vec::new();
     if new_key {
         put_uvarint(&mut buf, 0);
@@ -319,16 +391,33 @@ pub fn encode_chunk(enc: &mut SeqEncoder, detector: &Detector, key: &StreamKey, 
         put_uvarint(&mut buf, id as u64 + 1);
     }
     let seq = |v: Vec<i64>| PatternSeq::build(&v, detector);
-    enc.encode(&seq(s.offsets.iter().map(|&v| v as i64).collect()), &mut buf);
-    enc.encode(&seq(s.lengths.iter().map(|&v| v as i64).collect()), &mut buf);
+    enc.encode(
+        &seq(s.offsets.iter().map(|&v| v as i64).collect()),
+        &mut buf,
+    );
+    enc.encode(
+        &seq(s.lengths.iter().map(|&v| v as i64).collect()),
+        &mut buf,
+    );
     let starts: Vec<i64> = s.starts.iter().map(|&t| to_ns(t)).collect();
-    let durations: Vec<i64> = s.ends.iter().zip(&starts).map(|(&e, &st)| to_ns(e).wrapping_sub(st)).collect();
+    let durations: Vec<i64> = s
+        .ends
+        .iter()
+        .zip(&starts)
+        .map(|(&e, &st)| to_ns(e).wrapping_sub(st))
+        .collect();
     enc.encode(&seq(starts), &mut buf);
     enc.encode(&seq(durations), &mut buf);
     buf
 }
 
-fn decode_chunk(dec: &mut SeqDecoder, payload: &[u8], at: usize, keys: &mut Vec<StreamKey>, streams: &mut Vec<Stream>) -> Result<()> {
+fn decode_chunk(
+    dec: &mut SeqDecoder,
+    payload: &[u8],
+    at: usize,
+    keys: &mut Vec<StreamKey>,
+    streams: &mut Vec<Stream>,
+) -> Result<()> {
     let mut c = Cursor::with_base(payload, at);
     let reference = c.uvarint()?;
     let key_index = if reference == 0 {
@@ -344,7 +433,12 @@ fn decode_chunk(dec: &mut SeqDecoder, payload: &[u8], at: usize, keys: &mut Vec<
             1 => Op::Write,
             other => return Err(c.error(format!("unknown op {other}"))),
         };
-        keys.push(StreamKey { module, file, rank, op });
+        keys.push(StreamKey {
+            module,
+            file,
+            rank,
+            op,
+        });
         streams.push(Stream::new(keys.last().unwrap().clone()));
         keys.len() - 1
     } else {
@@ -366,10 +460,20 @@ fn decode_chunk(dec: &mut SeqDecoder, payload: &[u8], at: usize, keys: &mut Vec<
         return Err(c.error("trailing bytes in frame"));
     }
     let s = &mut streams[key_index];
-    let (o, l, st, du) = (offsets.expand(), lengths.expand(), starts.expand(), durations.expand());
+    let (o, l, st, du) = (
+        offsets.expand(),
+        lengths.expand(),
+        starts.expand(),
+        durations.expand(),
+    );
     for i in 0..n as usize {
         let start = st[i] as f64 / 1e9;
-        s.push(o[i] as u64, l[i] as u64, start, st[i].wrapping_add(du[i]) as f64 / 1e9);
+        s.push(
+            o[i] as u64,
+            l[i] as u64,
+            start,
+            st[i].wrapping_add(du[i]) as f64 / 1e9,
+        );
     }
     Ok(())
 }
@@ -379,11 +483,28 @@ mod tests {
     use super::*;
 
     fn sample() -> Trace {
-        let key = |rank, op| StreamKey { module: "POSIX".into(), file: "/data/a,\"b\".h5".into(), rank, op };
+        let key = |rank, op| StreamKey {
+            module: "POSIX".into(),
+            file: "/data/a,\"b\".h5".into(),
+            rank,
+            op,
+        };
         Trace::from_records((0..50u64).flat_map(|i| {
             [
-                (key(0, Op::Write), i * 8192, 4096, i as f64 * 0.5, i as f64 * 0.5 + 0.25),
-                (key(1, Op::Read), 7 + i * i, 10, 1.0 + i as f64, 2.0 + i as f64),
+                (
+                    key(0, Op::Write),
+                    i * 8192,
+                    4096,
+                    i as f64 * 0.5,
+                    i as f64 * 0.5 + 0.25,
+                ),
+                (
+                    key(1, Op::Read),
+                    7 + i * i,
+                    10,
+                    1.0 + i as f64,
+                    2.0 + i as f64,
+                ),
             ]
         }))
     }
@@ -399,12 +520,20 @@ mod tests {
 
     #[test]
     fn csv_errors_name_the_line() {
-        let text = format!("{CSV_HEADER}\nPOSIX,f,0,read,1,2,0.1,0.2\nPOSIX,f,0,read,x,2,0.1,0.2\n");
-        let e = Trace::parse_csv(text.as_bytes(), "bad.csv").unwrap_err().to_string();
+        let text =
+            format!("{CSV_HEADER}\nPOSIX,f,0,read,1,2,0.1,0.2\nPOSIX,f,0,read,x,2,0.1,0.2\n");
+        let e = Trace::parse_csv(text.as_bytes(), "bad.csv")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("bad.csv:3:") && e.contains("offset"), "{e}");
-        let e = Trace::parse_csv("a,b\n".as_bytes(), "h.csv").unwrap_err().to_string();
+        let e = Trace::parse_csv("a,b\n".as_bytes(), "h.csv")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("h.csv:1") && e.contains("header"), "{e}");
-        assert_eq!(Trace::parse_csv(format!("{CSV_HEADER}\n").as_bytes(), "e.csv").unwrap(), Trace::default());
+        assert_eq!(
+            Trace::parse_csv(format!("{CSV_HEADER}\n").as_bytes(), "e.csv").unwrap(),
+            Trace::default()
+        );
     }
 
     #[test]

@@ -196,7 +196,10 @@ impl Piece {
     pub fn position_at_or_below(&self, x: i64) -> Option<u64> {
         match self {
             Piece::Node(n) => n.body.position_at_or_below(x as i128 - n.init as i128),
-            Piece::Literal(v) => v.partition_point(|&e| e <= x).checked_sub(1).map(|p| p as u64),
+            Piece::Literal(v) => v
+                .partition_point(|&e| e <= x)
+                .checked_sub(1)
+                .map(|p| p as u64),
         }
     }
 }
@@ -386,11 +389,16 @@ mod tests {
         // 6 planes × 40 rows × 50 columns: rows too long for the window, so the
         // tree has to do the nesting.
         let xs: Vec<i64> = (0..6)
-            .flat_map(|p| (0..40).flat_map(move |r| (0..50).map(move |c| p * 1_000_000 + r * 1000 + c * 4)))
+            .flat_map(|p| {
+                (0..40).flat_map(move |r| (0..50).map(move |c| p * 1_000_000 + r * 1000 + c * 4))
+            })
             .collect();
         let seq = PatternSeq::build(&xs, &Detector::new(8));
         assert_eq!(seq.pieces().len(), 1, "{:?}", seq.pieces());
-        assert_eq!(seq.pieces()[0].to_string(), "[0, (1000000)^5 × (1000)^39 × (4)^49]");
+        assert_eq!(
+            seq.pieces()[0].to_string(),
+            "[0, (1000000)^5 × (1000)^39 × (4)^49]"
+        );
         assert_eq!(seq.expand(), xs);
         for (i, &x) in xs.iter().enumerate().step_by(7) {
             assert_eq!(seq.get(i as u64), Some(x));
