@@ -1,25 +1,81 @@
 """patio (PATtern-aware I/O): the Python side of the project.
 
-Re-exports the Rust pattern engine from the compiled extension ``patio._native`` when it is
-built, and hosts the pure-Python parts, which work without it:
+Re-exports the Rust pattern engine from the compiled extension ``patio._native``:
+
+* :class:`PatternUnit` - ``[init, (d0 ... dk-1)^r]``, ``1 + k*r`` values, random access
+  and search without expansion;
+* :func:`detect` - the sliding-window detector; returns a :class:`PatternSeq` (pattern
+  units, nested patterns and literal runs) with ``encode()`` / ``PatternSeq.decode()``;
+* :class:`PatternMap` / :class:`ExtentTable` - logical->physical maps (pattern entries and
+  the sorted-extent baseline) with ``lookup``, vectorised ``lookup_many`` and codecs;
+* :func:`analyze_stream` - pattern kind, signature and coverage of one request stream;
+* :func:`read_trace`, :func:`write_trace_csv`, :func:`write_trace_native` - patio trace
+  files; a stream is a dict ``{module, file, rank, op, offset, length, start, end}`` (the
+  writers also take :class:`patio.dxt.Stream` objects as they are).
+
+The pure-Python parts work without the extension and are imported on demand so that
+``import patio`` stays cheap and does not need PyDarshan or matplotlib:
 
 * :mod:`patio.dxt` - read Darshan DXT logs into trace streams and write patio trace CSV;
 * :mod:`patio.plot` - draw the access-pattern figure for ``patio analyze --plot``.
 
-The submodules are imported on demand (``import patio.dxt``) so that ``import patio`` stays
-cheap and does not need PyDarshan or matplotlib.
+If the extension is not built, ``import patio`` still succeeds; using one of the native
+names then raises an :class:`ImportError` that says how to build it.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "DEFAULT_WINDOW",
+    "LOOKUP_DATA",
+    "LOOKUP_HOLE",
+    "LOOKUP_UNMAPPED",
+    "ExtentTable",
+    "PatternMap",
+    "PatternSeq",
+    "PatternUnit",
+    "__version__",
+    "analyze_stream",
+    "detect",
+    "read_trace",
+    "write_trace_csv",
+    "write_trace_native",
+]
 
+#: The names ``patio._native`` provides (all of ``__all__`` but ``__version__``).
+_NATIVE_NAMES = tuple(name for name in __all__ if name != "__version__")
+
+_NATIVE_ERROR: ImportError | None = None
 try:
-    from . import _native
-    from ._native import *
-except ImportError:  # extension not built: the pure-Python modules still work
-    pass
-else:
-    __all__.extend(getattr(_native, "__all__", [n for n in dir(_native) if not n.startswith("_")]))
+    from ._native import DEFAULT_WINDOW as DEFAULT_WINDOW
+    from ._native import LOOKUP_DATA as LOOKUP_DATA
+    from ._native import LOOKUP_HOLE as LOOKUP_HOLE
+    from ._native import LOOKUP_UNMAPPED as LOOKUP_UNMAPPED
+    from ._native import ExtentTable as ExtentTable
+    from ._native import PatternMap as PatternMap
+    from ._native import PatternSeq as PatternSeq
+    from ._native import PatternUnit as PatternUnit
+    from ._native import analyze_stream as analyze_stream
+    from ._native import detect as detect
+    from ._native import read_trace as read_trace
+    from ._native import write_trace_csv as write_trace_csv
+    from ._native import write_trace_native as write_trace_native
+except ImportError as _e:  # extension not built: the pure-Python modules still work
+    _NATIVE_ERROR = _e
+    __all__ = ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # Only reached for names not defined above, i.e. native names when the import failed.
+    if name in _NATIVE_NAMES and _NATIVE_ERROR is not None:
+        raise ImportError(
+            f"patio.{name} needs the compiled extension patio._native, which could not be "
+            f"imported ({_NATIVE_ERROR}); build it with `bash scripts/setup.sh` or "
+            "`maturin develop --release -m crates/patio-py/Cargo.toml`",
+            name=name,
+        ) from _NATIVE_ERROR
+    raise AttributeError(f"module 'patio' has no attribute {name!r}")

@@ -83,6 +83,9 @@ pub fn signature(seq: &PatternSeq) -> String {
 }
 
 /// Analyses one stream's offsets and lengths.
+///
+/// # Panics
+/// When the two columns differ in length (a caller bug: streams always pair them).
 pub fn analyze_stream(offsets: &[u64], lengths: &[u64], detector: &Detector) -> StreamAnalysis {
     assert_eq!(
         offsets.len(),

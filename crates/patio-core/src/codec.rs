@@ -172,7 +172,9 @@ pub fn read_blob<'a>(
             format!("unsupported version {version} (this build reads up to {max_version})"),
         ));
     }
-    c.u16_le()?;
+    if c.u16_le()? != 0 {
+        return Err(CoreError::corrupt(6, "reserved header bytes are not zero"));
+    }
     let len = c.u64_le()?;
     let crc = c.u32_le()?;
     if (c.remaining() as u64) < len {

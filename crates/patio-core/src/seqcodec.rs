@@ -139,6 +139,9 @@ impl SeqDecoder {
             let piece = match self.get_tag(c)? {
                 Tag::Literal(order) => {
                     let n = c.count(c.remaining(), "literal")?;
+                    if n == 0 {
+                        return Err(CoreError::corrupt(at, "empty literal run"));
+                    }
                     let mut values = Vec::with_capacity(n);
                     let mut diff = 0i64;
                     for _ in 0..n {
@@ -233,14 +236,12 @@ fn decode_body(c: &mut Cursor, depth: usize) -> Result<Body> {
     }
     let deltas = (0..k).map(|_| c.ivarint()).collect::<Result<Vec<_>>>()?;
     let reps = c.uvarint()?;
-    if (k as u64)
-        .checked_mul(reps)
-        .and_then(|n| n.checked_add(1))
-        .is_none()
-    {
-        return Err(CoreError::corrupt(at, "pattern longer than 2^64 elements"));
-    }
-    Ok(Body::Flat(Shape::new(deltas, reps)))
+    Shape::checked(deltas, reps).map(Body::Flat).ok_or_else(|| {
+        CoreError::corrupt(
+            at,
+            "pattern longer than 2^64 elements or beyond the 64-bit range",
+        )
+    })
 }
 
 /// Smallest and largest element offsets of a body, exact: the levels are independent.

@@ -9,6 +9,7 @@ use crate::error::{CoreError, Result};
 use std::collections::BTreeMap;
 
 /// One mapped range: `length` bytes at `logical` live at `physical` in chunk `chunk`.
+/// Physical offsets are taken modulo 2^64 (they are only ever added to, as in the map).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Extent {
     pub logical: u64,
@@ -91,7 +92,12 @@ fn resolve_newest_wins(extents: &[Extent]) -> Vec<Extent> {
                 let cut = end - old.logical;
                 live.insert(
                     end,
-                    Extent::new(end, old.end() - end, old.physical + cut, old.chunk),
+                    Extent::new(
+                        end,
+                        old.end() - end,
+                        old.physical.wrapping_add(cut),
+                        old.chunk,
+                    ),
                 );
             }
         }
@@ -148,7 +154,7 @@ impl ExtentTable {
                 let into = x - e.logical;
                 return Lookup::Data {
                     chunk: e.chunk,
-                    physical: e.physical + into,
+                    physical: e.physical.wrapping_add(into),
                     len: e.length - into,
                 };
             }

@@ -53,6 +53,19 @@ impl Shape {
         }
     }
 
+    /// A shape whose element count fits in `u64` and whose offsets stay within the
+    /// span of `i64` values (2^64); `None` otherwise. Used for untrusted input.
+    pub fn checked(deltas: Vec<i64>, reps: u64) -> Option<Self> {
+        (deltas.len() as u64).checked_mul(reps)?.checked_add(1)?;
+        let shape = Shape::new(deltas, reps);
+        let span = (reps.saturating_sub(1) as i128).checked_mul(shape.stride())?;
+        let within = |v: i128| v.abs() < (1i128 << 64);
+        let fits = within(span)
+            && within(span + shape.stride())
+            && shape.prefix.iter().all(|&p| within(p));
+        fits.then_some(shape)
+    }
+
     /// The single-element shape.
     pub fn point() -> Self {
         Shape::new(Vec::new(), 0)
@@ -166,10 +179,12 @@ impl Shape {
 impl PatternUnit {
     /// A unit from its parts. Fails when some element would leave the `i64` range.
     pub fn new(init: i64, deltas: Vec<i64>, reps: u64) -> Result<Self> {
-        let unit = PatternUnit {
-            init,
-            shape: Shape::new(deltas, reps),
-        };
+        let shape = Shape::checked(deltas.clone(), reps).ok_or_else(|| {
+            CoreError::Invalid(format!(
+                "pattern unit [{init}, {deltas:?}^{reps}] is too long for 64 bits"
+            ))
+        })?;
+        let unit = PatternUnit { init, shape };
         let lo = init as i128 + unit.shape.min_offset();
         let hi = init as i128 + unit.shape.max_offset();
         if lo < i64::MIN as i128 || hi > i64::MAX as i128 {
@@ -245,7 +260,7 @@ impl PatternUnit {
         if k == 0 {
             return Vec::new();
         }
-        let mut out = Vec::with_capacity(count);
+        let mut out = Vec::with_capacity(count.min(4096));
         let mut value = self.last() as i128;
         for j in 0..count {
             value += self.deltas()[j % k] as i128;

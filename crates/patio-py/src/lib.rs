@@ -1,0 +1,39 @@
+//! `patio._native`: the Python extension over patio-core, re-exported by the `patio`
+//! package.
+//!
+//! * [`seq`] — `PatternUnit`, `PatternSeq`, `detect`, `analyze_stream`;
+//! * [`maps`] — `PatternMap` and its baseline `ExtentTable`;
+//! * [`trace`] — `read_trace`, `write_trace_csv`, `write_trace_native`;
+//! * [`convert`] — NumPy/sequence conversions, error mapping and allocation guards.
+//!
+//! Errors from patio-core surface as `ValueError` (or `OSError` for file access) with
+//! the core's message; bad argument types are `TypeError`, integers that do not fit the
+//! column type `OverflowError`. Nothing a caller passes in may panic: untrusted sizes
+//! are checked before allocating, and decoders run behind a panic guard. Map builds,
+//! detection, batch lookups and trace encoding release the GIL.
+
+mod convert;
+mod maps;
+mod seq;
+mod trace;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<seq::PyPatternUnit>()?;
+    m.add_class::<seq::PyPatternSeq>()?;
+    m.add_class::<maps::PyPatternMap>()?;
+    m.add_class::<maps::PyExtentTable>()?;
+    m.add_function(wrap_pyfunction!(seq::detect, m)?)?;
+    m.add_function(wrap_pyfunction!(seq::analyze_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(trace::read_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(trace::write_trace_csv, m)?)?;
+    m.add_function(wrap_pyfunction!(trace::write_trace_native, m)?)?;
+    m.add("LOOKUP_DATA", maps::LOOKUP_DATA)?;
+    m.add("LOOKUP_HOLE", maps::LOOKUP_HOLE)?;
+    m.add("LOOKUP_UNMAPPED", maps::LOOKUP_UNMAPPED)?;
+    m.add("DEFAULT_WINDOW", patio_core::detect::DEFAULT_WINDOW as u64)?;
+    Ok(())
+}
