@@ -80,7 +80,7 @@ impl PatternMap {
         }
         let extents = normalize(extents);
         let logical: Vec<i64> = extents.iter().map(|e| e.logical as i64).collect();
-        let pieces = nest(detector.detect(&logical), detector);
+        let pieces = absorb_short_nodes(nest(detector.detect(&logical), detector));
         let mut entries = Vec::with_capacity(pieces.len());
         let mut at = 0usize;
         for piece in pieces {
@@ -281,6 +281,31 @@ impl PatternMap {
         }
         Ok(Self::from_entries(entries))
     }
+}
+
+/// Entries shorter than this are not worth their own search step and columns: their
+/// extents join the neighbouring literal run, which is searched like an extent table.
+const MIN_ENTRY_EXTENTS: u64 = 16;
+
+/// Turns nodes of fewer than [`MIN_ENTRY_EXTENTS`] values into literals, merged with
+/// neighbouring literal runs.
+fn absorb_short_nodes(pieces: Vec<Piece>) -> Vec<Piece> {
+    let mut out: Vec<Piece> = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        let values = match piece {
+            Piece::Node(n) if n.len() >= MIN_ENTRY_EXTENTS => {
+                out.push(Piece::Node(n));
+                continue;
+            }
+            Piece::Node(n) => (0..n.len()).map(|i| n.get(i)).collect(),
+            Piece::Literal(v) => v,
+        };
+        match out.last_mut() {
+            Some(Piece::Literal(prev)) => prev.extend(values),
+            _ => out.push(Piece::Literal(values)),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -57,7 +57,15 @@ impl Body {
     }
 
     /// Offset of element `i` from the first element. O(k) per level.
+    #[inline]
     pub fn offset_of(&self, i: u64) -> i128 {
+        match self {
+            Body::Flat(s) => s.offset_of(i),
+            Body::Nested(..) => self.nested_offset_of(i),
+        }
+    }
+
+    fn nested_offset_of(&self, i: u64) -> i128 {
         match self {
             Body::Flat(s) => s.offset_of(i),
             Body::Nested(o, inner) => {
@@ -92,7 +100,15 @@ impl Body {
 
     /// Position of the largest element whose offset is ≤ `x`; the body must be
     /// non-decreasing. `None` when `x < 0`.
+    #[inline]
     pub fn position_at_or_below(&self, x: i128) -> Option<u64> {
+        match self {
+            Body::Flat(s) => s.position_at_or_below(x),
+            Body::Nested(..) => self.nested_position_at_or_below(x),
+        }
+    }
+
+    fn nested_position_at_or_below(&self, x: i128) -> Option<u64> {
         match self {
             Body::Flat(s) => s.position_at_or_below(x),
             Body::Nested(o, inner) => {
@@ -135,6 +151,7 @@ impl Node {
 
     /// Element `i`; `i` must be `< len()`. Elements always fit in `i64` because a
     /// node is only built over real values.
+    #[inline]
     pub fn get(&self, i: u64) -> i64 {
         (self.init as i128 + self.body.offset_of(i)) as i64
     }
@@ -177,6 +194,7 @@ impl Piece {
         self.len() == 0
     }
 
+    #[inline]
     pub fn get(&self, i: u64) -> i64 {
         match self {
             Piece::Node(n) => n.get(i),
@@ -320,12 +338,17 @@ impl PatternSeq {
     }
 
     /// Index of the piece holding element `i` and `i`'s position inside it.
+    #[inline]
     fn locate(&self, i: u64) -> (usize, u64) {
+        if self.pieces.len() == 1 {
+            return (0, i);
+        }
         let piece = self.starts.partition_point(|&s| s <= i) - 1;
         (piece, i - self.starts[piece])
     }
 
     /// Element `i`, or `None` past the end.
+    #[inline]
     pub fn get(&self, i: u64) -> Option<i64> {
         if i >= self.len {
             return None;

@@ -11,6 +11,7 @@
 //! when all of its elements are representable as `i64`.
 
 use crate::error::{CoreError, Result};
+use strength_reduce::StrengthReducedU64;
 
 /// A run of values described by a first value and a repeated delta vector.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -28,6 +29,33 @@ pub struct Shape {
     reps: u64,
     /// `prefix[j]` = d0 + … + d(j-1); `prefix[k]` is the stride of one repetition.
     prefix: Vec<i128>,
+    divider: StrideDivider,
+}
+
+/// Division by a positive stride, precomputed as a multiplication (lookups divide
+/// by the same stride over and over). Derived from the deltas, so it never takes part
+/// in comparisons or hashing.
+#[derive(Clone, Copy, Debug)]
+struct StrideDivider(Option<StrengthReducedU64>);
+
+impl PartialEq for StrideDivider {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for StrideDivider {}
+impl PartialOrd for StrideDivider {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for StrideDivider {
+    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
+        std::cmp::Ordering::Equal
+    }
+}
+impl std::hash::Hash for StrideDivider {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }
 
 impl Shape {
@@ -46,10 +74,12 @@ impl Shape {
             acc += d as i128;
             prefix.push(acc);
         }
+        let divider = StrideDivider(u64::try_from(acc).ok().filter(|&s| s > 0).map(StrengthReducedU64::new));
         Shape {
             deltas,
             reps,
             prefix,
+            divider,
         }
     }
 
@@ -90,20 +120,21 @@ impl Shape {
     }
 
     /// Sum of one repetition's deltas.
+    #[inline]
     pub fn stride(&self) -> i128 {
         self.prefix[self.deltas.len()]
     }
 
     /// Offset of element `i` from the first element, in O(1) after the prefix sums.
     /// `i` must be `< len()`.
+    #[inline]
     pub fn offset_of(&self, i: u64) -> i128 {
-        let k = self.deltas.len() as u64;
-        if k == 0 {
-            return 0;
+        match self.deltas.len() as u64 {
+            0 => 0,
+            // Strides are the common case: no division.
+            1 => i as i128 * self.deltas[0] as i128,
+            k => (i / k) as i128 * self.stride() + self.prefix[(i % k) as usize],
         }
-        let row = i / k;
-        let col = (i % k) as usize;
-        row as i128 * self.stride() + self.prefix[col]
     }
 
     /// Offset of the last element from the first.
@@ -144,6 +175,7 @@ impl Shape {
 
     /// Position of the largest element whose offset is ≤ `x` (offset from the first
     /// element), for non-decreasing shapes; `None` when `x < 0`. O(k).
+    #[inline]
     pub fn position_at_or_below(&self, x: i128) -> Option<u64> {
         debug_assert!(self.is_non_decreasing());
         if x < 0 {
@@ -158,7 +190,12 @@ impl Shape {
             // All deltas are zero: every element equals the first; the last one wins.
             return Some(self.len() - 1);
         }
-        let row = (x / stride).min(self.reps as i128) as u64;
+        // x ≥ 0 and stride > 0 here: divide by multiplying with the precomputed inverse.
+        let row = match (u64::try_from(x), self.divider.0) {
+            (Ok(x), Some(divider)) => x / divider,
+            _ => (x / stride).min(u64::MAX as i128) as u64,
+        }
+        .min(self.reps);
         if row == self.reps {
             return Some(self.len() - 1);
         }

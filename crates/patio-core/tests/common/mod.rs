@@ -9,15 +9,21 @@
 //! fit in `i64`, which the detector must treat as piece boundaries.
 //!
 //! Every property file uses `config(cases)`, which disables proptest's failure
-//! persistence (no `proptest-regressions/` files are written next to the sources).
+//! persistence (no `proptest-regressions/` files are written next to the sources);
+//! `PROPTEST_CASES=N` overrides the per-property case counts for a deeper run.
 #![allow(dead_code)]
 
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::Config;
 
-/// Proptest configuration with `cases` cases and no regression files.
+/// Proptest configuration with `cases` cases (or `PROPTEST_CASES` when set, for
+/// deeper runs) and no regression files.
 pub fn config(cases: u32) -> Config {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(cases);
     Config {
         cases,
         failure_persistence: None,
@@ -56,21 +62,34 @@ pub fn delta() -> BoxedStrategy<i64> {
 }
 
 pub fn strided(init: i64, stride: i64, n: usize) -> Vec<i64> {
-    (0..n as i64).map(|i| init.wrapping_add(stride.wrapping_mul(i))).collect()
+    (0..n as i64)
+        .map(|i| init.wrapping_add(stride.wrapping_mul(i)))
+        .collect()
 }
 
 pub fn grid2(init: i64, rows: usize, cols: usize, r: i64, s: i64) -> Vec<i64> {
     let mut out = Vec::with_capacity(rows * cols);
     for i in 0..rows as i64 {
         for j in 0..cols as i64 {
-            out.push(init.wrapping_add(r.wrapping_mul(i)).wrapping_add(s.wrapping_mul(j)));
+            out.push(
+                init.wrapping_add(r.wrapping_mul(i))
+                    .wrapping_add(s.wrapping_mul(j)),
+            );
         }
     }
     out
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn grid3(init: i64, planes: usize, rows: usize, cols: usize, p: i64, r: i64, s: i64) -> Vec<i64> {
+pub fn grid3(
+    init: i64,
+    planes: usize,
+    rows: usize,
+    cols: usize,
+    p: i64,
+    r: i64,
+    s: i64,
+) -> Vec<i64> {
     let mut out = Vec::with_capacity(planes * rows * cols);
     for a in 0..planes as i64 {
         for b in 0..rows as i64 {
@@ -165,7 +184,9 @@ pub fn sorted_sequence() -> BoxedStrategy<Vec<i64>> {
 
 /// Largest index `j` with `xs[j] <= x` in a non-decreasing `xs`.
 pub fn ref_position(xs: &[i64], x: i64) -> Option<u64> {
-    xs.partition_point(|&v| v <= x).checked_sub(1).map(|j| j as u64)
+    xs.partition_point(|&v| v <= x)
+        .checked_sub(1)
+        .map(|j| j as u64)
 }
 
 /// Query points around every element of `xs`: the element, ±1, and the ends.

@@ -1,0 +1,273 @@
+//! `patio analyze`: per-stream pattern report of a trace, its pattern-encoded size,
+//! and generic compressors on the same 16-byte records side by side.
+
+use crate::load::load_trace;
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use patio_core::analysis::{analyze_stream, StreamAnalysis};
+use patio_core::streamset::encode_streams;
+use patio_core::trace::Trace;
+use patio_core::Detector;
+use serde::Serialize;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Trace to analyze: a Darshan DXT log (.darshan), a patio CSV trace (.csv) or a
+    /// native patio trace (.ptrace).
+    trace: PathBuf,
+    /// Print the report as JSON: {"streams": [...], "totals": {...}}.
+    #[arg(long)]
+    json: bool,
+    /// Draw offset against request index per stream, coloured by pattern segment.
+    #[arg(long, value_name = "OUT.png")]
+    plot: Option<PathBuf>,
+    /// Detector search window (longest repeating delta vector found directly).
+    #[arg(long, default_value_t = patio_core::detect::DEFAULT_WINDOW)]
+    window: usize,
+    /// Streams listed in the text report (all are in --json).
+    #[arg(long, default_value_t = 25)]
+    top: usize,
+}
+
+#[derive(Serialize)]
+struct StreamRow {
+    module: String,
+    file: String,
+    rank: i64,
+    op: &'static str,
+    requests: u64,
+    bytes: u64,
+    kind: &'static str,
+    signature: String,
+    length_signature: String,
+    coverage: f64,
+    pieces: usize,
+}
+
+#[derive(Serialize)]
+struct Totals {
+    streams: usize,
+    requests: u64,
+    raw_bytes: u64,
+    encoded_bytes: u64,
+    ratio: f64,
+    zlib_ratio: f64,
+    xz_ratio: f64,
+    delta_xz_ratio: f64,
+    coverage: f64,
+    kinds: std::collections::BTreeMap<&'static str, usize>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    streams: Vec<StreamRow>,
+    totals: Totals,
+}
+
+/// Requests above which a progress bar is worth showing.
+const PROGRESS_THRESHOLD: usize = 200_000;
+
+pub fn run(args: Args) -> Result<()> {
+    let trace = load_trace(&args.trace)?;
+    let detector = Detector::new(args.window);
+    let bar = if trace.requests() > PROGRESS_THRESHOLD && !args.json {
+        let bar = ProgressBar::new(trace.requests() as u64);
+        bar.set_style(ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} requests ({eta})")?);
+        bar.set_message("analyzing");
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let analyses: Vec<StreamAnalysis> = trace
+        .streams
+        .iter()
+        .map(|s| {
+            let a = analyze_stream(&s.offsets, &s.lengths, &detector);
+            bar.inc(s.len() as u64);
+            a
+        })
+        .collect();
+    bar.finish_and_clear();
+    let report = build_report(&trace, &analyses, &detector);
+    if let Some(out) = &args.plot {
+        plot(&trace, &analyses, &args.trace, out)?;
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        print_text(&mut out, &report, args.top)?;
+        if let Some(p) = &args.plot {
+            writeln!(out, "plot written to {}", p.display())?;
+        }
+    }
+    Ok(())
+}
+
+fn build_report(trace: &Trace, analyses: &[StreamAnalysis], detector: &Detector) -> Report {
+    let mut kinds = std::collections::BTreeMap::new();
+    let streams: Vec<StreamRow> = trace
+        .streams
+        .iter()
+        .zip(analyses)
+        .map(|(s, a)| {
+            *kinds.entry(a.kind.as_str()).or_insert(0) += 1;
+            StreamRow {
+                module: s.key.module.clone(),
+                file: s.key.file.clone(),
+                rank: s.key.rank,
+                op: s.key.op.as_str(),
+                requests: a.requests,
+                bytes: s.lengths.iter().sum(),
+                kind: a.kind.as_str(),
+                signature: a.signature.clone(),
+                length_signature: a.length_signature.clone(),
+                coverage: a.coverage,
+                pieces: a.offsets.pieces().len(),
+            }
+        })
+        .collect();
+    let requests = trace.requests() as u64;
+    let raw = raw_records(trace);
+    let delta = delta_records(trace);
+    let raw_bytes = raw.len() as u64;
+    let columns: Vec<(&[u64], &[u64])> = trace.streams.iter().map(|s| (s.offsets.as_slice(), s.lengths.as_slice())).collect();
+    let encoded_bytes = encode_streams(&columns, detector).len() as u64;
+    let ratio_of = |compressed: usize| if compressed == 0 { 0.0 } else { raw_bytes as f64 / compressed as f64 };
+    let covered: f64 = analyses.iter().map(|a| a.coverage * a.requests as f64).sum();
+    Report {
+        streams,
+        totals: Totals {
+            streams: trace.streams.len(),
+            requests,
+            raw_bytes,
+            encoded_bytes,
+            ratio: ratio_of(encoded_bytes as usize),
+            zlib_ratio: ratio_of(zlib(&raw)),
+            xz_ratio: ratio_of(xz(&raw)),
+            delta_xz_ratio: ratio_of(xz(&delta)),
+            coverage: if requests == 0 { 1.0 } else { covered / requests as f64 },
+            kinds,
+        },
+    }
+}
+
+/// 16 bytes per request: offset and length, little-endian, stream after stream.
+fn raw_records(trace: &Trace) -> Vec<u8> {
+    let mut out = Vec::with_capacity(trace.requests() * 16);
+    for s in &trace.streams {
+        for (o, l) in s.offsets.iter().zip(&s.lengths) {
+            out.extend_from_slice(&o.to_le_bytes());
+            out.extend_from_slice(&l.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// The same records with each offset replaced by its difference from the previous
+/// offset of the same stream (the usual preconditioning for generic compressors).
+fn delta_records(trace: &Trace) -> Vec<u8> {
+    let mut out = Vec::with_capacity(trace.requests() * 16);
+    for s in &trace.streams {
+        let mut prev = 0u64;
+        for (o, l) in s.offsets.iter().zip(&s.lengths) {
+            out.extend_from_slice(&o.wrapping_sub(prev).to_le_bytes());
+            out.extend_from_slice(&l.to_le_bytes());
+            prev = *o;
+        }
+    }
+    out
+}
+
+pub fn zlib(bytes: &[u8]) -> usize {
+    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    e.write_all(bytes).expect("in-memory write");
+    e.finish().expect("in-memory write").len()
+}
+
+pub fn xz(bytes: &[u8]) -> usize {
+    let mut e = xz2::write::XzEncoder::new(Vec::new(), 9);
+    e.write_all(bytes).expect("in-memory write");
+    e.finish().expect("in-memory write").len()
+}
+
+fn print_text(out: &mut impl Write, r: &Report, top: usize) -> Result<()> {
+    let t = &r.totals;
+    writeln!(out, "{} streams, {} requests", t.streams, t.requests)?;
+    let kinds: Vec<String> = t.kinds.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+    writeln!(out, "stream kinds: {}", kinds.join(", "))?;
+    writeln!(out)?;
+    let mut order: Vec<&StreamRow> = r.streams.iter().collect();
+    order.sort_by_key(|s| std::cmp::Reverse(s.requests));
+    writeln!(out, "{:<44} {:>8} {:<16} {:>6}  signature", "stream", "requests", "kind", "cover")?;
+    for s in order.iter().take(top) {
+        let name = format!("{} r{} {} {}", s.module, s.rank, s.op, short(&s.file, 22));
+        writeln!(out, "{:<44} {:>8} {:<16} {:>5.1}%  {}", name, s.requests, s.kind, s.coverage * 100.0, s.signature)?;
+    }
+    if order.len() > top {
+        writeln!(out, "… {} more streams (all of them in --json)", order.len() - top)?;
+    }
+    writeln!(out)?;
+    writeln!(out, "pattern coverage  {:>10.1}% of requests", t.coverage * 100.0)?;
+    writeln!(out, "raw records       {:>10} bytes (16 per request)", t.raw_bytes)?;
+    writeln!(out, "pattern encoding  {:>10} bytes  ratio {:>8.1}x (random access kept)", t.encoded_bytes, t.ratio)?;
+    writeln!(out, "zlib -9                            ratio {:>8.1}x", t.zlib_ratio)?;
+    writeln!(out, "xz -9                              ratio {:>8.1}x", t.xz_ratio)?;
+    writeln!(out, "delta + xz -9                      ratio {:>8.1}x", t.delta_xz_ratio)?;
+    Ok(())
+}
+
+fn short(s: &str, n: usize) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    if chars.len() <= n {
+        s.to_string()
+    } else {
+        format!("…{}", chars[chars.len() - (n - 1)..].iter().collect::<String>())
+    }
+}
+
+#[derive(Serialize)]
+struct PlotStream {
+    key: String,
+    offsets: Vec<u64>,
+    segments: Vec<(u64, u64, &'static str)>,
+}
+
+#[derive(Serialize)]
+struct PlotInput {
+    title: String,
+    streams: Vec<PlotStream>,
+}
+
+/// Writes the plot input as JSON and lets `patio.plot` (matplotlib) draw it.
+fn plot(trace: &Trace, analyses: &[StreamAnalysis], source: &std::path::Path, out: &std::path::Path) -> Result<()> {
+    let input = PlotInput {
+        title: source.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        streams: trace
+            .streams
+            .iter()
+            .zip(analyses)
+            .map(|(s, a)| PlotStream {
+                key: s.key.to_string(),
+                offsets: s.offsets.clone(),
+                segments: a
+                    .segments
+                    .iter()
+                    .map(|g| (g.start, g.end, g.kind.map_or("literal", |k| k.as_str())))
+                    .collect(),
+            })
+            .collect(),
+    };
+    let dir = tempfile::tempdir()?;
+    let json = dir.path().join("plot.json");
+    std::fs::write(&json, serde_json::to_vec(&input)?).context("cannot write the plot input")?;
+    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    crate::python::run_module("patio.plot", &["analyze".as_ref(), json.as_os_str(), out.as_os_str()])
+        .with_context(|| format!("cannot draw {}", out.display()))
+}

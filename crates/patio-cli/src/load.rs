@@ -1,0 +1,84 @@
+//! Loading traces in any supported format (chosen by content, then by extension)
+//! and `patio convert`.
+
+use anyhow::{bail, Context, Result};
+use patio_core::trace::{Trace, NATIVE_MAGIC};
+use patio_core::Detector;
+use std::path::{Path, PathBuf};
+
+/// Darshan log magic (first 8 bytes of a log, little-endian 0x12345678 version tag
+/// is not fixed across versions, so the extension decides for Darshan).
+fn looks_native(head: &[u8]) -> bool {
+    head.starts_with(NATIVE_MAGIC)
+}
+
+/// Reads a trace; damage in a native trace is reported on stderr and the intact part
+/// returned.
+pub fn load_trace(path: &Path) -> Result<Trace> {
+    let mut head = [0u8; 4];
+    {
+        use std::io::Read;
+        let mut f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let n = f.read(&mut head).with_context(|| format!("cannot read {}", path.display()))?;
+        if n == 0 {
+            // An empty file is an empty trace whatever its extension.
+            return Ok(Trace::default());
+        }
+    }
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    if looks_native(&head) || ext == "ptrace" {
+        let recovered = Trace::read_native(path)?;
+        if let Some(damage) = recovered.damage {
+            eprintln!(
+                "patio: warning: {}: damaged trace, kept {} streams / {} requests: {damage}",
+                path.display(),
+                recovered.trace.streams.len(),
+                recovered.trace.requests()
+            );
+        }
+        return Ok(recovered.trace);
+    }
+    match ext.as_str() {
+        "darshan" => load_darshan(path),
+        "csv" => Ok(Trace::read_csv(path)?),
+        _ => bail!(
+            "{}: unknown trace format (expected a .darshan log, a .csv trace or a native .ptrace trace)",
+            path.display()
+        ),
+    }
+}
+
+/// Darshan logs are read by PyDarshan through `python -m patio.dxt`, which writes the
+/// documented CSV.
+fn load_darshan(path: &Path) -> Result<Trace> {
+    let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let csv = dir.path().join("trace.csv");
+    crate::python::run_module("patio.dxt", &[path.as_os_str(), "-o".as_ref(), csv.as_os_str()])
+        .with_context(|| format!("cannot read Darshan log {}", path.display()))?;
+    Ok(Trace::read_csv(&csv)?)
+}
+
+#[derive(clap::Args)]
+pub struct ConvertArgs {
+    /// Input trace (.darshan, .csv or .ptrace).
+    input: PathBuf,
+    /// Output file; its extension (.csv or .ptrace) picks the format.
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+pub fn convert(args: ConvertArgs) -> Result<()> {
+    let trace = load_trace(&args.input)?;
+    let ext = args.output.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let bytes = match ext {
+        "csv" => {
+            let mut buf = Vec::new();
+            trace.write_csv(&mut buf)?;
+            buf
+        }
+        "ptrace" => trace.encode_native(&Detector::default()),
+        _ => bail!("{}: output must end in .csv or .ptrace", args.output.display()),
+    };
+    std::fs::write(&args.output, bytes).with_context(|| format!("cannot write {}", args.output.display()))?;
+    Ok(())
+}

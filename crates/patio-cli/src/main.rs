@@ -1,0 +1,50 @@
+//! The `patio` command. Each subcommand lives in its own module; this file only
+//! parses arguments and turns errors into one-line messages with a non-zero exit.
+
+mod analyze;
+mod bench;
+mod load;
+mod python;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// patio — PATtern-aware I/O: find the structure in I/O request streams.
+#[derive(Parser)]
+#[command(name = "patio", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Report the access pattern of every stream of a trace (.darshan, .csv or native .ptrace).
+    Analyze(analyze::Args),
+    /// Benchmarks: pattern map vs extent table, detector throughput, index compression.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// Convert a trace between formats (.darshan, .csv, .ptrace in; .csv or .ptrace out).
+    Convert(load::ConvertArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Analyze(args) => analyze::run(args),
+        Command::Bench(cmd) => bench::run(cmd),
+        Command::Convert(args) => load::convert(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                if io.kind() == std::io::ErrorKind::BrokenPipe {
+                    return ExitCode::SUCCESS;
+                }
+            }
+            eprintln!("patio: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
