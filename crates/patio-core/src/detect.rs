@@ -16,8 +16,9 @@
 //! constant stride nor a pattern by itself (`0, 3, 7` of `[0, (3, 4, 7)^r]`) keeps the
 //! flat unit.
 //!
-//! Cost is O(w·n): every candidate's extension is bounded by the covered length, and the
-//! search stops early once a candidate covers `2·w` deltas.
+//! Cost is O(w·n): only vector lengths whose first delta recurs are extended, each
+//! extension is bounded by the covered length, and the search stops once a candidate
+//! covers a whole window.
 
 use crate::tree::{Body, Node, PatternSeq, Piece};
 use crate::unit::Shape;
@@ -126,23 +127,23 @@ impl Detector {
 
     /// The best `(k, reps)` for a unit starting at element `p`, if any is worth it.
     fn best_unit_at(&self, deltas: &[i64], p: usize) -> Option<(usize, u64)> {
-        let avail = deltas.len().saturating_sub(p);
-        let max_k = self.window.min(avail / 2);
+        let tail = &deltas[p..];
+        let max_k = self.window.min(tail.len() / 2);
+        let first = *tail.first()?;
         let mut best: Option<(usize, u64)> = None;
         let mut best_cover = 0usize;
-        for k in 1..=max_k {
-            let tail = &deltas[p..];
-            // Length of the back-to-back repetition: j ≥ k with tail[j] == tail[j-k].
-            let mut matched = 0usize;
-            while k + matched < tail.len() && tail[k + matched] == tail[matched] {
-                matched += 1;
-            }
+        // Only a vector length k with tail[k] == tail[0] can repeat back to back.
+        for k in (1..=max_k).filter(|&k| tail[k] == first) {
+            // Length of the repetition: j ≥ k with tail[j] == tail[j-k].
+            let matched = 1 + tail[k + 1..].iter().zip(&tail[1..]).take_while(|(a, b)| a == b).count();
             let reps = 1 + matched / k;
             let cover = k * reps;
             if k * (reps - 1) >= 2 && cover > best_cover {
                 best = Some((k, reps as u64));
                 best_cover = cover;
-                if best_cover >= 2 * self.window || p + best_cover >= deltas.len() {
+                // A unit covering a whole window (or the rest of the input) is kept:
+                // a longer vector could only win by covering even more.
+                if best_cover >= self.window || best_cover == tail.len() {
                     break;
                 }
             }
