@@ -74,7 +74,9 @@ pub fn run(args: Args) -> Result<()> {
     let detector = Detector::new(args.window);
     let bar = if trace.requests() > PROGRESS_THRESHOLD && !args.json {
         let bar = ProgressBar::new(trace.requests() as u64);
-        bar.set_style(ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} requests ({eta})")?);
+        bar.set_style(ProgressStyle::with_template(
+            "{msg} [{bar:40}] {pos}/{len} requests ({eta})",
+        )?);
         bar.set_message("analyzing");
         bar
     } else {
@@ -135,10 +137,23 @@ fn build_report(trace: &Trace, analyses: &[StreamAnalysis], detector: &Detector)
     let raw = raw_records(trace);
     let delta = delta_records(trace);
     let raw_bytes = raw.len() as u64;
-    let columns: Vec<(&[u64], &[u64])> = trace.streams.iter().map(|s| (s.offsets.as_slice(), s.lengths.as_slice())).collect();
+    let columns: Vec<(&[u64], &[u64])> = trace
+        .streams
+        .iter()
+        .map(|s| (s.offsets.as_slice(), s.lengths.as_slice()))
+        .collect();
     let encoded_bytes = encode_streams(&columns, detector).len() as u64;
-    let ratio_of = |compressed: usize| if compressed == 0 { 0.0 } else { raw_bytes as f64 / compressed as f64 };
-    let covered: f64 = analyses.iter().map(|a| a.coverage * a.requests as f64).sum();
+    let ratio_of = |compressed: usize| {
+        if compressed == 0 {
+            0.0
+        } else {
+            raw_bytes as f64 / compressed as f64
+        }
+    };
+    let covered: f64 = analyses
+        .iter()
+        .map(|a| a.coverage * a.requests as f64)
+        .sum();
     Report {
         streams,
         totals: Totals {
@@ -150,7 +165,11 @@ fn build_report(trace: &Trace, analyses: &[StreamAnalysis], detector: &Detector)
             zlib_ratio: ratio_of(zlib(&raw)),
             xz_ratio: ratio_of(xz(&raw)),
             delta_xz_ratio: ratio_of(xz(&delta)),
-            coverage: if requests == 0 { 1.0 } else { covered / requests as f64 },
+            coverage: if requests == 0 {
+                1.0
+            } else {
+                covered / requests as f64
+            },
             kinds,
         },
     }
@@ -203,21 +222,61 @@ fn print_text(out: &mut impl Write, r: &Report, top: usize) -> Result<()> {
     writeln!(out)?;
     let mut order: Vec<&StreamRow> = r.streams.iter().collect();
     order.sort_by_key(|s| std::cmp::Reverse(s.requests));
-    writeln!(out, "{:<44} {:>8} {:<16} {:>6}  signature", "stream", "requests", "kind", "cover")?;
+    writeln!(
+        out,
+        "{:<44} {:>8} {:<16} {:>6}  signature",
+        "stream", "requests", "kind", "cover"
+    )?;
     for s in order.iter().take(top) {
         let name = format!("{} r{} {} {}", s.module, s.rank, s.op, short(&s.file, 22));
-        writeln!(out, "{:<44} {:>8} {:<16} {:>5.1}%  {}", name, s.requests, s.kind, s.coverage * 100.0, s.signature)?;
+        writeln!(
+            out,
+            "{:<44} {:>8} {:<16} {:>5.1}%  {}",
+            name,
+            s.requests,
+            s.kind,
+            s.coverage * 100.0,
+            s.signature
+        )?;
     }
     if order.len() > top {
-        writeln!(out, "… {} more streams (all of them in --json)", order.len() - top)?;
+        writeln!(
+            out,
+            "… {} more streams (all of them in --json)",
+            order.len() - top
+        )?;
     }
     writeln!(out)?;
-    writeln!(out, "pattern coverage  {:>10.1}% of requests", t.coverage * 100.0)?;
-    writeln!(out, "raw records       {:>10} bytes (16 per request)", t.raw_bytes)?;
-    writeln!(out, "pattern encoding  {:>10} bytes  ratio {:>8.1}x (random access kept)", t.encoded_bytes, t.ratio)?;
-    writeln!(out, "zlib -9                            ratio {:>8.1}x", t.zlib_ratio)?;
-    writeln!(out, "xz -9                              ratio {:>8.1}x", t.xz_ratio)?;
-    writeln!(out, "delta + xz -9                      ratio {:>8.1}x", t.delta_xz_ratio)?;
+    writeln!(
+        out,
+        "pattern coverage  {:>10.1}% of requests",
+        t.coverage * 100.0
+    )?;
+    writeln!(
+        out,
+        "raw records       {:>10} bytes (16 per request)",
+        t.raw_bytes
+    )?;
+    writeln!(
+        out,
+        "pattern encoding  {:>10} bytes  ratio {:>8.1}x (random access kept)",
+        t.encoded_bytes, t.ratio
+    )?;
+    writeln!(
+        out,
+        "zlib -9                            ratio {:>8.1}x",
+        t.zlib_ratio
+    )?;
+    writeln!(
+        out,
+        "xz -9                              ratio {:>8.1}x",
+        t.xz_ratio
+    )?;
+    writeln!(
+        out,
+        "delta + xz -9                      ratio {:>8.1}x",
+        t.delta_xz_ratio
+    )?;
     Ok(())
 }
 
@@ -226,7 +285,10 @@ fn short(s: &str, n: usize) -> String {
     if chars.len() <= n {
         s.to_string()
     } else {
-        format!("…{}", chars[chars.len() - (n - 1)..].iter().collect::<String>())
+        format!(
+            "…{}",
+            chars[chars.len() - (n - 1)..].iter().collect::<String>()
+        )
     }
 }
 
@@ -244,9 +306,17 @@ struct PlotInput {
 }
 
 /// Writes the plot input as JSON and lets `patio.plot` (matplotlib) draw it.
-fn plot(trace: &Trace, analyses: &[StreamAnalysis], source: &std::path::Path, out: &std::path::Path) -> Result<()> {
+fn plot(
+    trace: &Trace,
+    analyses: &[StreamAnalysis],
+    source: &std::path::Path,
+    out: &std::path::Path,
+) -> Result<()> {
     let input = PlotInput {
-        title: source.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        title: source
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
         streams: trace
             .streams
             .iter()
@@ -266,8 +336,12 @@ fn plot(trace: &Trace, analyses: &[StreamAnalysis], source: &std::path::Path, ou
     let json = dir.path().join("plot.json");
     std::fs::write(&json, serde_json::to_vec(&input)?).context("cannot write the plot input")?;
     if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
     }
-    crate::python::run_module("patio.plot", &["analyze".as_ref(), json.as_os_str(), out.as_os_str()])
-        .with_context(|| format!("cannot draw {}", out.display()))
+    crate::python::run_module(
+        "patio.plot",
+        &["analyze".as_ref(), json.as_os_str(), out.as_os_str()],
+    )
+    .with_context(|| format!("cannot draw {}", out.display()))
 }

@@ -18,14 +18,21 @@ pub fn load_trace(path: &Path) -> Result<Trace> {
     let mut head = [0u8; 4];
     {
         use std::io::Read;
-        let mut f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let n = f.read(&mut head).with_context(|| format!("cannot read {}", path.display()))?;
+        let mut f =
+            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let n = f
+            .read(&mut head)
+            .with_context(|| format!("cannot read {}", path.display()))?;
         if n == 0 {
             // An empty file is an empty trace whatever its extension.
             return Ok(Trace::default());
         }
     }
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
     if looks_native(&head) || ext == "ptrace" {
         let recovered = Trace::read_native(path)?;
         if let Some(damage) = recovered.damage {
@@ -53,8 +60,11 @@ pub fn load_trace(path: &Path) -> Result<Trace> {
 fn load_darshan(path: &Path) -> Result<Trace> {
     let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
     let csv = dir.path().join("trace.csv");
-    crate::python::run_module("patio.dxt", &[path.as_os_str(), "-o".as_ref(), csv.as_os_str()])
-        .with_context(|| format!("cannot read Darshan log {}", path.display()))?;
+    crate::python::run_module(
+        "patio.dxt",
+        &[path.as_os_str(), "-o".as_ref(), csv.as_os_str()],
+    )
+    .with_context(|| format!("cannot read Darshan log {}", path.display()))?;
     Ok(Trace::read_csv(&csv)?)
 }
 
@@ -69,16 +79,24 @@ pub struct ConvertArgs {
 
 pub fn convert(args: ConvertArgs) -> Result<()> {
     let trace = load_trace(&args.input)?;
-    let ext = args.output.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let ext = args
+        .output
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("");
     let bytes = match ext {
         "csv" => {
             let mut buf = Vec::new();
             trace.write_csv(&mut buf)?;
             buf
         }
-        "ptrace" => trace.encode_native(&Detector::default()),
-        _ => bail!("{}: output must end in .csv or .ptrace", args.output.display()),
+        "ptrace" => trace.encode_native(&Detector::default())?,
+        _ => bail!(
+            "{}: output must end in .csv or .ptrace",
+            args.output.display()
+        ),
     };
-    std::fs::write(&args.output, bytes).with_context(|| format!("cannot write {}", args.output.display()))?;
+    std::fs::write(&args.output, bytes)
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
     Ok(())
 }

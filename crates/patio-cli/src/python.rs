@@ -54,7 +54,12 @@ pub fn run_module(module: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
         .args(args)
         .env("PYTHONPATH", pythonpath)
         .status()
-        .with_context(|| format!("could not run {} (set PATIO_PYTHON to the project's venv python)", python.display()))?;
+        .with_context(|| {
+            format!(
+                "could not run {} (set PATIO_PYTHON to the project's venv python)",
+                python.display()
+            )
+        })?;
     if !status.success() {
         bail!("{module} failed (see the message above)");
     }

@@ -14,16 +14,36 @@ fn patio() -> Command {
 
 /// A small trace: rank-strided 2-D writes by 4 ranks and one contiguous reader.
 fn sample_trace() -> Trace {
-    let key = |rank, op| StreamKey { module: "POSIX".into(), file: "/scratch/out.dat".into(), rank, op };
+    let key = |rank, op| StreamKey {
+        module: "POSIX".into(),
+        file: "/scratch/out.dat".into(),
+        rank,
+        op,
+    };
     let mut records = Vec::new();
     for rank in 0..4i64 {
-        for (i, (row, col)) in (0..20u64).flat_map(|r| (0..8u64).map(move |c| (r, c))).enumerate() {
+        for (i, (row, col)) in (0..20u64)
+            .flat_map(|r| (0..8u64).map(move |c| (r, c)))
+            .enumerate()
+        {
             let offset = row * 1_048_576 + col * 16_384 + rank as u64 * 4096;
-            records.push((key(rank, Op::Write), offset, 4096, i as f64 * 1e-3, i as f64 * 1e-3 + 1e-4));
+            records.push((
+                key(rank, Op::Write),
+                offset,
+                4096,
+                i as f64 * 1e-3,
+                i as f64 * 1e-3 + 1e-4,
+            ));
         }
     }
     for i in 0..300u64 {
-        records.push((key(9, Op::Read), i * 65_536, 65_536, 10.0 + i as f64 * 1e-3, 10.0 + i as f64 * 1e-3 + 5e-4));
+        records.push((
+            key(9, Op::Read),
+            i * 65_536,
+            65_536,
+            10.0 + i as f64 * 1e-3,
+            10.0 + i as f64 * 1e-3 + 5e-4,
+        ));
     }
     Trace::from_records(records)
 }
@@ -35,7 +55,14 @@ fn write_csv(trace: &Trace, path: &Path) {
 }
 
 fn json_of(args: &[&str]) -> serde_json::Value {
-    let out = patio().args(args).arg("--json").assert().success().get_output().stdout.clone();
+    let out = patio()
+        .args(args)
+        .arg("--json")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     serde_json::from_slice(&out).expect("valid JSON")
 }
 
@@ -48,7 +75,16 @@ fn report_has_the_documented_shape() {
     let streams = report["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 5);
     for s in streams {
-        for key in ["module", "file", "rank", "op", "requests", "kind", "signature", "coverage"] {
+        for key in [
+            "module",
+            "file",
+            "rank",
+            "op",
+            "requests",
+            "kind",
+            "signature",
+            "coverage",
+        ] {
             assert!(!s[key].is_null(), "stream lacks {key}: {s}");
         }
     }
@@ -60,7 +96,13 @@ fn report_has_the_documented_shape() {
     assert_eq!(reader["kind"], "contiguous");
     let totals = &report["totals"];
     assert_eq!(totals["raw_bytes"], 16 * 940);
-    for key in ["encoded_bytes", "ratio", "zlib_ratio", "xz_ratio", "delta_xz_ratio"] {
+    for key in [
+        "encoded_bytes",
+        "ratio",
+        "zlib_ratio",
+        "xz_ratio",
+        "delta_xz_ratio",
+    ] {
         assert!(totals[key].as_f64().unwrap() > 0.0, "{key}");
     }
     // Four ranks doing the same thing: patterns must beat the generic compressors here.
@@ -73,19 +115,43 @@ fn native_and_csv_give_the_same_report() {
     let csv = dir.path().join("t.csv");
     let native = dir.path().join("t.ptrace");
     write_csv(&sample_trace(), &csv);
-    patio().args(["convert", csv.to_str().unwrap(), "-o", native.to_str().unwrap()]).assert().success();
+    patio()
+        .args([
+            "convert",
+            csv.to_str().unwrap(),
+            "-o",
+            native.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
     let a = json_of(&["analyze", csv.to_str().unwrap()]);
     let b = json_of(&["analyze", native.to_str().unwrap()]);
     assert_eq!(a, b);
     // And back to CSV, record for record (times kept to the native format's 1 ns).
     let again = dir.path().join("again.csv");
-    patio().args(["convert", native.to_str().unwrap(), "-o", again.to_str().unwrap()]).assert().success();
+    patio()
+        .args([
+            "convert",
+            native.to_str().unwrap(),
+            "-o",
+            again.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
     let (back, original) = (Trace::read_csv(&again).unwrap(), sample_trace());
     assert_eq!(back.streams.len(), original.streams.len());
     for (b, o) in back.streams.iter().zip(&original.streams) {
-        assert!(b.key == o.key && b.offsets == o.offsets && b.lengths == o.lengths, "stream {} differs", o.key);
+        assert!(
+            b.key == o.key && b.offsets == o.offsets && b.lengths == o.lengths,
+            "stream {} differs",
+            o.key
+        );
         let close = |x: &[f64], y: &[f64]| x.iter().zip(y).all(|(a, b)| (a - b).abs() <= 1e-9);
-        assert!(close(&b.starts, &o.starts) && close(&b.ends, &o.ends), "times of {} differ", o.key);
+        assert!(
+            close(&b.starts, &o.starts) && close(&b.ends, &o.ends),
+            "times of {} differ",
+            o.key
+        );
     }
 }
 
@@ -93,7 +159,11 @@ fn native_and_csv_give_the_same_report() {
 fn malformed_csv_names_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.csv");
-    std::fs::write(&bad, format!("{CSV_HEADER}\nPOSIX,f,0,write,0,10,0.0,0.1\nPOSIX,f,0,write,-5,10,0.0,0.1\n")).unwrap();
+    std::fs::write(
+        &bad,
+        format!("{CSV_HEADER}\nPOSIX,f,0,write,0,10,0.0,0.1\nPOSIX,f,0,write,-5,10,0.0,0.1\n"),
+    )
+    .unwrap();
     patio()
         .args(["analyze", bad.to_str().unwrap()])
         .assert()
@@ -101,29 +171,51 @@ fn malformed_csv_names_file_and_line() {
         .stderr(predicate::str::contains("bad.csv:3:").and(predicate::str::contains("offset")))
         .stderr(predicate::str::contains("panicked").not());
     std::fs::write(&bad, "time,offset\n1,2\n").unwrap();
-    patio().args(["analyze", bad.to_str().unwrap()]).assert().code(2).stderr(predicate::str::contains("header"));
+    patio()
+        .args(["analyze", bad.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("header"));
 }
 
 #[test]
 fn truncated_native_trace_keeps_what_is_intact() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cut.ptrace");
-    let bytes = sample_trace().encode_native(&Detector::default());
+    let bytes = sample_trace().encode_native(&Detector::default()).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() - 7]).unwrap();
-    let out = patio().args(["analyze", path.to_str().unwrap(), "--json"]).assert().success();
+    let out = patio()
+        .args(["analyze", path.to_str().unwrap(), "--json"])
+        .assert()
+        .success();
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
-    assert!(stderr.contains("damaged trace") && stderr.contains("dropped"), "{stderr}");
+    assert!(
+        stderr.contains("damaged trace") && stderr.contains("dropped"),
+        "{stderr}"
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
-    assert_eq!(report["streams"].as_array().unwrap().len(), 4, "all but the torn last stream");
+    assert_eq!(
+        report["streams"].as_array().unwrap().len(),
+        4,
+        "all but the torn last stream"
+    );
     // A corrupt header is an error, not a crash.
     std::fs::write(&path, b"PTRC\x09\x00\x00\x00").unwrap();
-    patio().args(["analyze", path.to_str().unwrap()]).assert().code(2).stderr(predicate::str::contains("version"));
+    patio()
+        .args(["analyze", path.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("version"));
 }
 
 #[test]
 fn empty_trace_is_an_empty_report() {
     let dir = tempfile::tempdir().unwrap();
-    for (name, content) in [("empty.csv", String::new()), ("header.csv", format!("{CSV_HEADER}\n")), ("empty.ptrace", String::new())] {
+    for (name, content) in [
+        ("empty.csv", String::new()),
+        ("header.csv", format!("{CSV_HEADER}\n")),
+        ("empty.ptrace", String::new()),
+    ] {
         let path = dir.path().join(name);
         std::fs::write(&path, content).unwrap();
         let report = json_of(&["analyze", path.to_str().unwrap()]);
@@ -143,5 +235,9 @@ fn missing_and_unknown_files_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let odd = dir.path().join("trace.bin");
     std::fs::write(&odd, b"hello").unwrap();
-    patio().args(["analyze", odd.to_str().unwrap()]).assert().code(2).stderr(predicate::str::contains("unknown trace format"));
+    patio()
+        .args(["analyze", odd.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown trace format"));
 }

@@ -135,7 +135,11 @@ impl Detector {
         // Only a vector length k with tail[k] == tail[0] can repeat back to back.
         for k in (1..=max_k).filter(|&k| tail[k] == first) {
             // Length of the repetition: j ≥ k with tail[j] == tail[j-k].
-            let matched = 1 + tail[k + 1..].iter().zip(&tail[1..]).take_while(|(a, b)| a == b).count();
+            let matched = 1 + tail[k + 1..]
+                .iter()
+                .zip(&tail[1..])
+                .take_while(|(a, b)| a == b)
+                .count();
             let reps = 1 + matched / k;
             let cover = k * reps;
             if k * (reps - 1) >= 2 && cover > best_cover {

@@ -28,6 +28,10 @@ pub const CSV_HEADER: &str = "module,file,rank,op,offset,length,start,end";
 /// Magic and version of the native format.
 pub const NATIVE_MAGIC: &[u8; 4] = b"PTRC";
 pub const NATIVE_VERSION: u16 = 1;
+/// Records in one frame at most: longer streams continue in further frames, and a
+/// reader refuses frames that claim more (a few crafted bytes must not demand
+/// terabytes of memory).
+pub const MAX_FRAME_RECORDS: usize = 1 << 24;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
@@ -255,7 +259,7 @@ impl Trace {
                 parse_err(line, format!("op `{}` is neither read nor write", field(3)))
             })?;
             let key = StreamKey {
-                module: field(0).to_string(),
+                module: row[0].to_string(),
                 file: row[1].to_string(),
                 rank,
                 op,
@@ -294,17 +298,38 @@ impl Trace {
 
     // ---- native ----------------------------------------------------------------
 
-    /// Encodes the trace in the native format, one frame per stream.
-    pub fn encode_native(&self, detector: &Detector) -> Vec<u8> {
+    /// Encodes the trace in the native format: one frame per stream, or several of at
+    /// most [`MAX_FRAME_RECORDS`] records for long streams. Fails on a time that is not
+    /// finite or lies beyond ±2^63 ns (about ±292 years) of the time base.
+    pub fn encode_native(&self, detector: &Detector) -> Result<Vec<u8>> {
         let mut out = native_header();
         let mut enc = SeqEncoder::new();
         for (id, s) in self.streams.iter().enumerate() {
-            put_frame(
-                &mut out,
-                &encode_chunk(&mut enc, detector, &s.key, id, true, s),
-            );
+            if let Some(t) = s
+                .starts
+                .iter()
+                .chain(&s.ends)
+                .find(|t| to_ns(**t).is_none())
+            {
+                return Err(CoreError::Invalid(format!(
+                    "stream {}: time {t} s cannot be stored in nanoseconds",
+                    s.key
+                )));
+            }
+            for (part, from) in (0..s.len().max(1)).step_by(MAX_FRAME_RECORDS).enumerate() {
+                let to = (from + MAX_FRAME_RECORDS).min(s.len());
+                let chunk = Stream {
+                    key: s.key.clone(),
+                    offsets: s.offsets[from..to].to_vec(),
+                    lengths: s.lengths[from..to].to_vec(),
+                    starts: s.starts[from..to].to_vec(),
+                    ends: s.ends[from..to].to_vec(),
+                };
+                let payload = encode_chunk(&mut enc, detector, &s.key, id, part == 0, &chunk);
+                put_frame(&mut out, &payload);
+            }
         }
-        out
+        Ok(out)
     }
 
     /// Decodes a native trace, keeping every intact frame before any damage.
@@ -363,8 +388,11 @@ pub fn native_header() -> Vec<u8> {
 }
 
 /// Converts seconds to whole nanoseconds (the native format's resolution).
-fn to_ns(seconds: f64) -> i64 {
-    (seconds * 1e9).round() as i64
+/// Seconds as whole nanoseconds (the native format's resolution); `None` when not
+/// finite or beyond ±2^63 ns.
+fn to_ns(seconds: f64) -> Option<i64> {
+    let ns = (seconds * 1e9).round();
+    (ns.is_finite() && ns.abs() < 9.2e18).then_some(ns as i64)
 }
 
 /// One frame's payload: records appended to stream `id`; `new_key` says whether the
@@ -399,12 +427,13 @@ pub fn encode_chunk(
         &seq(s.lengths.iter().map(|&v| v as i64).collect()),
         &mut buf,
     );
-    let starts: Vec<i64> = s.starts.iter().map(|&t| to_ns(t)).collect();
+    let ns = |t: f64| to_ns(t).expect("times checked by encode_native");
+    let starts: Vec<i64> = s.starts.iter().map(|&t| ns(t)).collect();
     let durations: Vec<i64> = s
         .ends
         .iter()
         .zip(&starts)
-        .map(|(&e, &st)| to_ns(e).wrapping_sub(st))
+        .map(|(&e, &st)| ns(e).wrapping_sub(st))
         .collect();
     enc.encode(&seq(starts), &mut buf);
     enc.encode(&seq(durations), &mut buf);
@@ -455,6 +484,11 @@ fn decode_chunk(
     let n = offsets.len();
     if [lengths.len(), starts.len(), durations.len()] != [n; 3] {
         return Err(c.error("record columns differ in length"));
+    }
+    if n > MAX_FRAME_RECORDS as u64 {
+        return Err(c.error(format!(
+            "frame holds {n} records, more than a frame may hold ({MAX_FRAME_RECORDS})"
+        )));
     }
     if !c.is_at_end() {
         return Err(c.error("trailing bytes in frame"));
@@ -539,7 +573,7 @@ mod tests {
     #[test]
     fn native_round_trip_and_truncation() {
         let t = sample();
-        let bytes = t.encode_native(&Detector::default());
+        let bytes = t.encode_native(&Detector::default()).unwrap();
         let back = Trace::decode_native(&bytes).unwrap();
         assert!(back.damage.is_none());
         assert_eq!(back.trace, t);

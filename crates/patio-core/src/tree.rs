@@ -279,6 +279,16 @@ pub fn nest(mut pieces: Vec<Piece>, detector: &Detector) -> Vec<Piece> {
                             Body::nested(o.body, first.body.clone()),
                         )));
                     }
+                    // Two or three copies evenly spaced (too few for a unit of their
+                    // own): one nested node costs no more than the copies.
+                    Piece::Literal(vals) if evenly_spaced(&vals) => {
+                        changed = true;
+                        let outer = Shape::new(vec![vals[1] - vals[0]], vals.len() as u64 - 1);
+                        out.push(Piece::Node(Node::new(
+                            vals[0],
+                            Body::nested(Body::Flat(outer), first.body.clone()),
+                        )));
+                    }
                     Piece::Literal(vals) => out.extend(
                         vals.into_iter()
                             .map(|v| Piece::Node(Node::new(v, first.body.clone()))),
@@ -293,6 +303,14 @@ pub fn nest(mut pieces: Vec<Piece>, detector: &Detector) -> Vec<Piece> {
         }
     }
     pieces
+}
+
+/// At least two values, all the same (non-overflowing) distance apart.
+fn evenly_spaced(values: &[i64]) -> bool {
+    values.len() >= 2
+        && values
+            .windows(2)
+            .all(|w| w[1].checked_sub(w[0]) == Some(values[1].wrapping_sub(values[0])))
 }
 
 /// A whole sequence in compressed form: ordered pieces plus the index of each

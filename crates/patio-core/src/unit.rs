@@ -74,7 +74,12 @@ impl Shape {
             acc += d as i128;
             prefix.push(acc);
         }
-        let divider = StrideDivider(u64::try_from(acc).ok().filter(|&s| s > 0).map(StrengthReducedU64::new));
+        let divider = StrideDivider(
+            u64::try_from(acc)
+                .ok()
+                .filter(|&s| s > 0)
+                .map(StrengthReducedU64::new),
+        );
         Shape {
             deltas,
             reps,

@@ -12,7 +12,8 @@
 //! * `Unmapped` — no mapped byte at or after `x`.
 //!
 //! Both `PatternMap::lookup` (every detector window 1..=40) and `ExtentTable::lookup`
-//! must equal it. Also: `map.extents() == table.extents()`; `PatternMap::merge` of
+//! must equal it — at small offsets and with the whole layout shifted flush against
+//! 2^63 - 1, the largest end a map accepts (offsets past it are `Unmapped`). Also: `map.extents() == table.extents()`; `PatternMap::merge` of
 //! per-chunk maps answers like the model of the per-chunk extents applied map after
 //! map (and like the map of the union when chunks do not overlap); encode/decode round
 //! trips of both structures; decoding truncated, bit-flipped and — past the

@@ -181,5 +181,8 @@ pub fn write_trace_native(
 ) -> PyResult<()> {
     let trace = streams_from_py(streams)?;
     let det = detector(window)?;
-    py.allow_threads(|| write_file(&path, &trace.encode_native(&det)))
+    let bytes = py
+        .allow_threads(|| trace.encode_native(&det))
+        .map_err(core_err)?;
+    py.allow_threads(|| write_file(&path, &bytes))
 }
