@@ -158,14 +158,8 @@ pub struct PyPatternSeq {
 }
 
 impl PyPatternSeq {
-    /// Wraps a sequence; refuses empty literal runs (patio-core's decoder accepts them,
-    /// but its searches index the first element of every piece).
+    /// Wraps a sequence, deciding once whether it is sorted.
     fn new(inner: CoreSeq) -> PyResult<Self> {
-        if inner.pieces().iter().any(|p| p.is_empty()) {
-            return Err(PyValueError::new_err(
-                "corrupt data: the sequence contains an empty literal run",
-            ));
-        }
         let sorted = non_decreasing(&inner);
         Ok(PyPatternSeq { inner, sorted })
     }
