@@ -339,8 +339,8 @@ fn plot(
         std::fs::create_dir_all(parent)
             .with_context(|| format!("cannot create {}", parent.display()))?;
     }
-    crate::python::run_module(
-        "patio.plot",
+    crate::python::run_helper(
+        "plot",
         &["analyze".as_ref(), json.as_os_str(), out.as_os_str()],
     )
     .with_context(|| format!("cannot draw {}", out.display()))

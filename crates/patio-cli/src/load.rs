@@ -60,11 +60,8 @@ pub fn load_trace(path: &Path) -> Result<Trace> {
 fn load_darshan(path: &Path) -> Result<Trace> {
     let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
     let csv = dir.path().join("trace.csv");
-    crate::python::run_module(
-        "patio.dxt",
-        &[path.as_os_str(), "-o".as_ref(), csv.as_os_str()],
-    )
-    .with_context(|| format!("cannot read Darshan log {}", path.display()))?;
+    crate::python::run_helper("dxt", &[path.as_os_str(), "-o".as_ref(), csv.as_os_str()])
+        .with_context(|| format!("cannot read Darshan log {}", path.display()))?;
     Ok(Trace::read_csv(&csv)?)
 }
 

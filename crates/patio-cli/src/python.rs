@@ -8,7 +8,7 @@ use std::process::Command;
 
 /// The Python interpreter to use: `$PATIO_PYTHON`, else the `python3` beside the
 /// `patio` that was invoked (the virtual environment's bin/), else `$VIRTUAL_ENV`'s,
-/// else `python3` from PATH.
+/// else the `.venv` of the checkout the binary was built from, else `python3` from PATH.
 fn interpreter() -> PathBuf {
     if let Some(p) = std::env::var_os("PATIO_PYTHON") {
         return PathBuf::from(p);
@@ -22,7 +22,13 @@ fn interpreter() -> PathBuf {
         }
     });
     let venv = std::env::var_os("VIRTUAL_ENV").map(|v| PathBuf::from(v).join("bin"));
-    for dir in beside_invoked.into_iter().chain(venv) {
+    // The virtual environment of the checkout this binary was built from.
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin");
+    for dir in beside_invoked
+        .into_iter()
+        .chain(venv)
+        .chain(std::iter::once(checkout))
+    {
         let candidate = dir.join("python3");
         if candidate.exists() {
             return candidate;
@@ -35,9 +41,9 @@ fn which_dir(name: &Path) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?).find(|d| d.join(name).is_file())
 }
 
-/// Runs `python -m MODULE ARGS…`; the helper prints its own one-line errors to
-/// stderr, which are passed through.
-pub fn run_module(module: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
+/// Runs helper `name` (`dxt` or `plot`) as `python -m patio._run NAME ARGS…`; the
+/// helper prints its own one-line errors to stderr, which are passed through.
+pub fn run_helper(name: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
     let python = interpreter();
     // The package source of this checkout, used when patio is not installed in the
     // interpreter (e.g. a plain `cargo run`).
@@ -49,8 +55,7 @@ pub fn run_module(module: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
         pythonpath = std::env::join_paths(paths).unwrap_or_default();
     }
     let status = Command::new(&python)
-        .arg("-m")
-        .arg(module)
+        .args(["-m", "patio._run", name])
         .args(args)
         .env("PYTHONPATH", pythonpath)
         .status()
@@ -61,7 +66,7 @@ pub fn run_module(module: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
             )
         })?;
     if !status.success() {
-        bail!("{module} failed (see the message above)");
+        bail!("the {name} helper failed (see the message above)");
     }
     Ok(())
 }

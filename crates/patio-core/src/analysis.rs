@@ -127,7 +127,14 @@ pub fn analyze_stream(offsets: &[u64], lengths: &[u64], detector: &Detector) -> 
     // whatever the request sizes: count the better of the two views.
     let gap_seq = PatternSeq::build(&crate::streamset::gaps(offsets, lengths), detector);
     let coverage = off_seq.coverage().max(gap_seq.coverage());
-    let kind = if n <= 1 || abutting as f64 >= CONTIGUOUS_SHARE * (n - 1) as f64 {
+    // A nested pattern over most of the stream (e.g. contiguous runs placed at a
+    // stride) describes it better than "contiguous", whatever the share of abutting
+    // requests inside the runs.
+    let dominant_nested = largest
+        .is_some_and(|(len, k)| k == Kind::KdStrided && len as f64 >= PATTERN_SHARE * n as f64);
+    let kind = if dominant_nested {
+        Kind::KdStrided
+    } else if n <= 1 || abutting as f64 >= CONTIGUOUS_SHARE * (n - 1) as f64 {
         Kind::Contiguous
     } else if coverage < PATTERN_SHARE {
         Kind::Irregular
@@ -161,6 +168,14 @@ mod tests {
         assert_eq!(
             analyze_stream(&contiguous, &[4; 100], &d).kind,
             Kind::Strided
+        );
+        // Contiguous runs at a stride: kd-strided, although 98 % of requests abut.
+        let staircase: Vec<u64> = (0..8)
+            .flat_map(|s| (0..50).map(move |i| s * (1 << 30) + i * 512))
+            .collect();
+        assert_eq!(
+            analyze_stream(&staircase, &[512; 400], &d).kind,
+            Kind::KdStrided
         );
         let kd: Vec<u64> = (0..20)
             .flat_map(|r| (0..50).map(move |c| r * 10_000 + c * 64))
