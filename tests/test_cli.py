@@ -38,7 +38,11 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     full_env = dict(os.environ, PATIO_PYTHON=sys.executable)
     full_env.update(env or {})
     return subprocess.run(
-        [patio_binary(), *args], check=False, capture_output=True, text=True, env=full_env,
+        [patio_binary(), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=full_env,
         timeout=600,
     )
 
