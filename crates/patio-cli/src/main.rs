@@ -11,7 +11,12 @@ use std::process::ExitCode;
 
 /// patio — PATtern-aware I/O: find the structure in I/O request streams.
 #[derive(Parser)]
-#[command(name = "patio", version, about, long_about = None)]
+#[command(
+    name = "patio",
+    version,
+    about = "patio — PATtern-aware I/O: find the structure in I/O request streams",
+    after_help = "Examples:\n  patio analyze run.darshan --plot run.png   report every stream's pattern and draw it\n  patio analyze trace.csv --json             the same as JSON\n  patio convert run.darshan -o run.ptrace    keep a compact native copy of a trace\n  patio bench lookup                         pattern map vs extent table\n\nDocumentation: docs/CLI.md"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
