@@ -17,6 +17,7 @@ pub mod analysis;
 pub mod codec;
 pub mod detect;
 pub mod error;
+pub mod literal;
 pub mod map;
 pub mod seqcodec;
 pub mod streamset;

@@ -10,17 +10,17 @@
 
 use crate::codec::{put_ivarint, put_uvarint, Cursor};
 use crate::error::{CoreError, Result};
+use crate::literal::{self, Coding, CODINGS};
 use crate::tree::{Body, Node, PatternSeq, Piece};
 use crate::unit::Shape;
 use std::collections::HashMap;
 
-/// Piece tags: a literal run coded as first differences, a literal run coded as
-/// second differences (for values that progress almost linearly), a node whose body
-/// follows in full, and `TAG_BODY_REF + id` for a node whose body was seen before.
+/// Piece tags: `TAG_LITERAL + i` for a literal run in coding `literal::CODINGS[i]`,
+/// `TAG_NEW_BODY` for a node whose body follows in full, and `TAG_BODY_REF + id` for a
+/// node whose body was seen before.
 const TAG_LITERAL: u64 = 0;
-const TAG_LITERAL2: u64 = 1;
-const TAG_NEW_BODY: u64 = 2;
-const TAG_BODY_REF: u64 = 3;
+const TAG_NEW_BODY: u64 = TAG_LITERAL + CODINGS.len() as u64;
+const TAG_BODY_REF: u64 = TAG_NEW_BODY + 1;
 
 /// Deepest body nesting a decoder accepts.
 const MAX_DECODE_DEPTH: usize = 64;
@@ -44,14 +44,12 @@ impl SeqEncoder {
         for piece in seq.pieces() {
             match piece {
                 Piece::Literal(values) => {
-                    let first = literal_bytes(values, prev, 1);
-                    let second = literal_bytes(values, prev, 2);
-                    let (tag, bytes) = if second.len() < first.len() {
-                        (TAG_LITERAL2, second)
-                    } else {
-                        (TAG_LITERAL, first)
-                    };
-                    put_uvarint(buf, tag);
+                    let (coding, bytes) = literal::encode_best(values, prev);
+                    let index = CODINGS
+                        .iter()
+                        .position(|&c| c == coding)
+                        .expect("a known coding");
+                    put_uvarint(buf, TAG_LITERAL + index as u64);
                     put_uvarint(buf, values.len() as u64);
                     buf.extend_from_slice(&bytes);
                     prev = *values.last().expect("literal runs are not empty");
@@ -97,27 +95,6 @@ fn encode_body(body: &Body, buf: &mut Vec<u8>) {
     }
 }
 
-/// Literal values as zigzag varints of their first (`order` 1) or second (`order` 2)
-/// differences, starting from `prev` with a previous difference of 0.
-fn literal_bytes(values: &[i64], mut prev: i64, order: u8) -> Vec<u8> {
-    let mut out = Vec::with_capacity(values.len() * 2);
-    let mut prev_diff = 0i64;
-    for &v in values {
-        let diff = v.wrapping_sub(prev);
-        put_ivarint(
-            &mut out,
-            if order == 2 {
-                diff.wrapping_sub(prev_diff)
-            } else {
-                diff
-            },
-        );
-        prev_diff = diff;
-        prev = v;
-    }
-    out
-}
-
 /// Reads sequences written by one [`SeqEncoder`], in the same order.
 #[derive(Default)]
 pub struct SeqDecoder {
@@ -137,23 +114,14 @@ impl SeqDecoder {
         for _ in 0..count {
             let at = c.position();
             let piece = match self.get_tag(c)? {
-                Tag::Literal(order) => {
-                    let n = c.count(c.remaining(), "literal")?;
+                Tag::Literal(coding) => {
+                    let n =
+                        c.count(c.remaining().saturating_mul(8).saturating_add(8), "literal")?;
                     if n == 0 {
                         return Err(CoreError::corrupt(at, "empty literal run"));
                     }
-                    let mut values = Vec::with_capacity(n);
-                    let mut diff = 0i64;
-                    for _ in 0..n {
-                        let coded = c.ivarint()?;
-                        diff = if order == 2 {
-                            diff.wrapping_add(coded)
-                        } else {
-                            coded
-                        };
-                        prev = prev.wrapping_add(diff);
-                        values.push(prev);
-                    }
+                    let values = literal::decode(c, n, prev, coding)?;
+                    prev = *values.last().expect("n > 0");
                     Piece::Literal(values)
                 }
                 Tag::Node(body) => {
@@ -176,8 +144,7 @@ impl SeqDecoder {
         let at = c.position();
         let tag = c.uvarint()?;
         Ok(match tag {
-            TAG_LITERAL => Tag::Literal(1),
-            TAG_LITERAL2 => Tag::Literal(2),
+            t if t < TAG_NEW_BODY => Tag::Literal(CODINGS[t as usize]),
             TAG_NEW_BODY => {
                 let b = decode_body(c, 0)?;
                 self.bodies.push(b.clone());
@@ -195,7 +162,7 @@ impl SeqDecoder {
 }
 
 enum Tag {
-    Literal(u8),
+    Literal(Coding),
     Node(Body),
 }
 

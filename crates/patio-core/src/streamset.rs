@@ -14,6 +14,8 @@
 //!   flattened column by column — one slot across all those streams, then the next —
 //!   into one sequence, so a value that is constant or progresses regularly from rank
 //!   to rank compresses to one unit, and a lone stream's values stay in order.
+//!   Identical rows (the same requests issued to several files) are stored once, with
+//!   a row-index column saying which distinct row each stream uses.
 //!
 //! Every column is itself a pattern sequence. A stream's offsets are taken either
 //! directly or as gaps (offset minus the previous request's end), whichever encodes
@@ -303,8 +305,22 @@ pub fn encode_streams(streams: &[(&[u64], &[u64])], detector: &Detector) -> Vec<
         enc.encode(&PatternSeq::build(&column, detector), &mut buf);
     }
     for (s, rows) in skeletons.iter().zip(&members) {
+        // Identical parameter rows (the same requests in several files) are stored
+        // once; a row-index column says which distinct row each stream uses.
+        let mut distinct: Vec<&Vec<i64>> = Vec::new();
+        let mut index_of: HashMap<&Vec<i64>, usize> = HashMap::new();
+        let row_ids: Vec<i64> = rows
+            .iter()
+            .map(|r| {
+                *index_of.entry(r).or_insert_with(|| {
+                    distinct.push(r);
+                    distinct.len() - 1
+                }) as i64
+            })
+            .collect();
+        enc.encode(&PatternSeq::build(&row_ids, detector), &mut buf);
         let column_major: Vec<i64> = (0..s.slots())
-            .flat_map(|slot| rows.iter().map(move |r| r[slot]))
+            .flat_map(|slot| distinct.iter().map(move |r| r[slot]))
             .collect();
         enc.encode(&PatternSeq::build(&column_major, detector), &mut buf);
     }
@@ -345,17 +361,32 @@ pub fn decode_streams(bytes: &[u8]) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
         let slot = member_count.get_mut(id as usize);
         *slot.ok_or_else(|| c.error(format!("stream refers to unknown skeleton {id}")))? += 1;
     }
-    // Parameter matrices, column by column, then read row by row.
+    // Per skeleton: which distinct row each member uses, then the distinct rows
+    // column by column.
     let mut rows: Vec<std::vec::IntoIter<Vec<i64>>> = Vec::with_capacity(skeletons.len());
     for (s, &count) in skeletons.iter().zip(&member_count) {
-        let values = dec.decode(&mut c)?.expand();
-        if Some(values.len()) != count.checked_mul(s.slots()) {
-            return Err(c.error("parameter matrix size differs from streams × slots"));
+        let row_ids = dec.decode(&mut c)?.expand();
+        if row_ids.len() != count {
+            return Err(c.error("row-index column length differs from the stream count"));
         }
-        let matrix: Vec<Vec<i64>> = (0..count)
-            .map(|row| {
+        let values = dec.decode(&mut c)?.expand();
+        let distinct = if s.slots() == 0 {
+            row_ids.iter().max().map_or(0, |&m| m as usize + 1)
+        } else {
+            values.len() / s.slots()
+        };
+        if distinct * s.slots() != values.len()
+            || row_ids
+                .iter()
+                .any(|&r| r < 0 || r as usize >= distinct.max(1))
+        {
+            return Err(c.error("parameter matrix does not match its row-index column"));
+        }
+        let matrix: Vec<Vec<i64>> = row_ids
+            .iter()
+            .map(|&row| {
                 (0..s.slots())
-                    .map(|slot| values[slot * count + row])
+                    .map(|slot| values[slot * distinct + row as usize])
                     .collect()
             })
             .collect();
