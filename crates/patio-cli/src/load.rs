@@ -6,8 +6,8 @@ use patio_core::trace::{Trace, NATIVE_MAGIC};
 use patio_core::Detector;
 use std::path::{Path, PathBuf};
 
-/// Darshan log magic (first 8 bytes of a log, little-endian 0x12345678 version tag
-/// is not fixed across versions, so the extension decides for Darshan).
+/// A native patio trace is recognised by its magic whatever its name; Darshan logs and
+/// CSV traces are recognised by their extension.
 fn looks_native(head: &[u8]) -> bool {
     head.starts_with(NATIVE_MAGIC)
 }
