@@ -6,11 +6,12 @@
 //! stream is split in three:
 //!
 //! * its first offset and first length — two columns over all streams;
-//! * its *skeleton*: the pattern bodies and literal-run lengths of its offset and
-//!   length sequences (taken relative to the first values) — stored once per distinct
+//! * its *skeleton*: the structure of its offset and length sequences (taken relative
+//!   to the first values) without any value — per piece, a pattern's nesting and
+//!   delta-vector lengths, or a literal run's length — stored once per distinct
 //!   skeleton, with a column of skeleton ids over all streams;
-//! * its *parameters*: every value the skeleton leaves open (each node's first value,
-//!   each literal). The streams sharing a skeleton form a matrix of parameters,
+//! * its *parameters*: every value the skeleton leaves open (each pattern's first
+//!   value, deltas and repetition counts; each literal). The streams sharing a skeleton form a matrix of parameters,
 //!   flattened column by column — one slot across all those streams, then the next —
 //!   into one sequence, so a value that is constant or progresses regularly from rank
 //!   to rank compresses to one unit, and a lone stream's values stay in order.
@@ -77,13 +78,22 @@ fn push_body_values(body: &Body, params: &mut Vec<i64>) {
     }
 }
 
-fn take_body(form: &Form, next: &mut impl FnMut() -> Result<i64>) -> Result<Body> {
+/// Rebuilds a body of `form` from parameters, refusing shapes too long for 64 bits.
+fn take_body(form: &Form, next: &mut impl FnMut() -> Result<i64>, at: usize) -> Result<Body> {
     Ok(match form {
         Form::Flat(k) => {
             let deltas = (0..*k).map(|_| next()).collect::<Result<Vec<_>>>()?;
-            Body::Flat(Shape::new(deltas, next()? as u64))
+            let shape = Shape::checked(deltas, next()? as u64);
+            Body::Flat(shape.ok_or_else(|| CoreError::corrupt(at, "pattern too long for 64 bits"))?)
         }
-        Form::Nested(o, i) => Body::nested(take_body(o, next)?, take_body(i, next)?),
+        Form::Nested(o, i) => {
+            let (outer, inner) = (take_body(o, next, at)?, take_body(i, next, at)?);
+            outer
+                .len()
+                .checked_mul(inner.len())
+                .ok_or_else(|| CoreError::corrupt(at, "pattern too long for 64 bits"))?;
+            Body::nested(outer, inner)
+        }
     })
 }
 
@@ -139,7 +149,7 @@ fn join(bones: &[Bone], params: &mut impl Iterator<Item = i64>, at: usize) -> Re
         match bone {
             Bone::Node(form) => {
                 let init = next()?;
-                let body = take_body(form, &mut next)?;
+                let body = take_body(form, &mut next, at)?;
                 if body.len() > u32::MAX as u64 * 1024 {
                     return Err(CoreError::corrupt(at, "pattern too long to expand"));
                 }
