@@ -31,6 +31,10 @@ use crate::tree::{Body, PatternSeq, Piece};
 use crate::unit::Shape;
 use std::collections::HashMap;
 
+/// Requests per stream a decoder expands at most (a few damaged bytes must not ask
+/// for terabytes).
+pub const MAX_STREAM_VALUES: u64 = 1 << 26;
+
 const MODE_OFFSETS: u8 = 0;
 const MODE_GAPS: u8 = 1;
 
@@ -150,8 +154,11 @@ fn join(bones: &[Bone], params: &mut impl Iterator<Item = i64>, at: usize) -> Re
             Bone::Node(form) => {
                 let init = next()?;
                 let body = take_body(form, &mut next, at)?;
-                if body.len() > u32::MAX as u64 * 1024 {
-                    return Err(CoreError::corrupt(at, "pattern too long to expand"));
+                if out.len() as u64 + body.len() > MAX_STREAM_VALUES {
+                    return Err(CoreError::corrupt(
+                        at,
+                        format!("stream longer than {MAX_STREAM_VALUES} requests, the most a stream set decodes"),
+                    ));
                 }
                 let node = checked_node(init, body, at)?;
                 out.extend((0..node.len()).map(|i| node.get(i)));
@@ -337,6 +344,22 @@ pub fn encode_streams(streams: &[(&[u64], &[u64])], detector: &Detector) -> Vec<
     buf
 }
 
+/// The next sequence, expanded, refused beyond [`MAX_STREAM_VALUES`] values.
+fn column(dec: &mut SeqDecoder, c: &mut Cursor) -> Result<Vec<i64>> {
+    let at = c.position();
+    let seq = dec.decode(c)?;
+    if seq.len() > MAX_STREAM_VALUES {
+        return Err(CoreError::corrupt(
+            at,
+            format!(
+                "column of {} values, more than a stream set decodes",
+                seq.len()
+            ),
+        ));
+    }
+    Ok(seq.expand())
+}
+
 /// Decodes what [`encode_streams`] wrote.
 pub fn decode_streams(bytes: &[u8]) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
     let mut c = Cursor::new(bytes);
@@ -360,9 +383,9 @@ pub fn decode_streams(bytes: &[u8]) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
             lengths,
         });
     }
-    let ids = dec.decode(&mut c)?.expand();
-    let first_offsets = dec.decode(&mut c)?.expand();
-    let first_lengths = dec.decode(&mut c)?.expand();
+    let ids = column(&mut dec, &mut c)?;
+    let first_offsets = column(&mut dec, &mut c)?;
+    let first_lengths = column(&mut dec, &mut c)?;
     if first_offsets.len() != ids.len() || first_lengths.len() != ids.len() {
         return Err(c.error("stream columns differ in length"));
     }
@@ -375,11 +398,11 @@ pub fn decode_streams(bytes: &[u8]) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
     // column by column.
     let mut rows: Vec<std::vec::IntoIter<Vec<i64>>> = Vec::with_capacity(skeletons.len());
     for (s, &count) in skeletons.iter().zip(&member_count) {
-        let row_ids = dec.decode(&mut c)?.expand();
+        let row_ids = column(&mut dec, &mut c)?;
         if row_ids.len() != count {
             return Err(c.error("row-index column length differs from the stream count"));
         }
-        let values = dec.decode(&mut c)?.expand();
+        let values = column(&mut dec, &mut c)?;
         let distinct = if s.slots() == 0 {
             row_ids.iter().max().map_or(0, |&m| m as usize + 1)
         } else {
@@ -472,6 +495,23 @@ mod tests {
         assert!(bytes.len() < 400, "{} bytes", bytes.len());
         for cut in 0..bytes.len() {
             assert!(decode_streams(&bytes[..cut]).is_err());
+        }
+    }
+
+    #[test]
+    fn damaged_bytes_are_errors_or_streams_never_panics() {
+        let d = Detector::default();
+        let offsets: Vec<u64> = (0..300u64)
+            .map(|i| (i % 17) * 4096 + (i / 17) * 1_000_000)
+            .collect();
+        let lengths: Vec<u64> = (0..300u64).map(|i| 4096 + (i * 7919) % 100).collect();
+        let bytes = encode_streams(&[(&offsets, &lengths), (&lengths, &offsets)], &d);
+        for at in 0..bytes.len() {
+            for flip in [0x01u8, 0x40, 0xff] {
+                let mut damaged = bytes.clone();
+                damaged[at] ^= flip;
+                let _ = decode_streams(&damaged);
+            }
         }
     }
 
