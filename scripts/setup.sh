@@ -24,7 +24,7 @@ REQ="$REPO/requirements-dev.txt"
 MIN_RUST="1.87"
 APT_PACKAGES=(
     build-essential pkg-config python3 python3-venv python3-dev xz-utils zstd
-    curl ca-certificates git libfuse3-dev fuse3
+    curl ca-certificates git libfuse3-dev fuse3 fio
 )
 
 say() { printf '==> %s\n' "$*"; }

@@ -4,6 +4,7 @@
 mod analyze;
 mod bench;
 mod load;
+mod mount;
 mod python;
 
 use clap::{Parser, Subcommand};
@@ -31,6 +32,9 @@ enum Command {
     Bench(bench::BenchCommand),
     /// Convert a trace between formats (.darshan, .csv, .ptrace in; .csv or .ptrace out).
     Convert(load::ConvertArgs),
+    /// FUSE mounts: `mount trace` records every request made through a passthrough mount.
+    #[command(subcommand)]
+    Mount(mount::MountCommand),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +43,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => analyze::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Convert(args) => load::convert(args),
+        Command::Mount(cmd) => mount::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -60,11 +60,21 @@ fn abuts(offsets: &[u64], lengths: &[u64], i: usize) -> bool {
     offsets[i].checked_add(lengths[i]) == Some(offsets[i + 1])
 }
 
-fn body_kind(body: &Body) -> Kind {
+/// The kind of access a pattern body describes. A flat delta vector that is one stride
+/// repeated and then a different gap (`(S, S, S, G)^r`) is a 2-D array read row by row,
+/// so it is kd-strided like its nested form.
+pub fn body_kind(body: &Body) -> Kind {
     match body {
         Body::Nested(..) => Kind::KdStrided,
         Body::Flat(s) if s.deltas().len() <= 1 => Kind::Strided,
-        Body::Flat(_) => Kind::RepeatingDeltas,
+        Body::Flat(s) => {
+            let (row, gap) = s.deltas().split_at(s.deltas().len() - 1);
+            if row.iter().all(|&d| d == row[0]) && gap[0] != row[0] {
+                Kind::KdStrided
+            } else {
+                Kind::RepeatingDeltas
+            }
+        }
     }
 }
 

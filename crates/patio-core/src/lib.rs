@@ -8,17 +8,20 @@
 //! * [`map`] — logical→physical pattern map with hole-aware lookups, and
 //!   [`table`] — the sorted extent table that is its baseline and reference.
 //! * [`codec`] — varints, checksums and framing shared by every on-disk format.
-//! * [`trace`] — the trace model with its native and CSV formats.
+//! * [`trace`] — the trace model with its native and CSV formats, and
+//!   [`capture`] — the raw per-process files of the LD_PRELOAD tracer.
 //!
 //! The crate has no threads, no I/O beyond reading and writing trace files, and knows
 //! nothing of FUSE, MPI, Python or the CLI.
 
 pub mod analysis;
+pub mod capture;
 pub mod codec;
 pub mod detect;
 pub mod error;
 pub mod literal;
 pub mod map;
+pub mod online;
 pub mod seqcodec;
 pub mod streamset;
 pub mod table;
