@@ -99,6 +99,23 @@ enum Active {
     },
 }
 
+/// A request seen after a correlation entry's offset, and how often.
+#[derive(Clone, Debug)]
+struct Successor {
+    offset: u64,
+    len: u64,
+    count: u32,
+}
+
+/// One entry of the correlation table: an offset, how often it was seen, and the
+/// requests that followed it (at most four).
+#[derive(Clone, Debug)]
+struct Correlated {
+    offset: u64,
+    seen: u32,
+    successors: Vec<Successor>,
+}
+
 /// Per-stream online analyzer and predictor.
 #[derive(Clone, Debug)]
 pub struct Predictor {
@@ -111,7 +128,7 @@ pub struct Predictor {
     strikes: u32,
     remembered: VecDeque<Body>,
     /// `(offset, successors with counts, times seen)`, most recent first.
-    correlation: VecDeque<(u64, Vec<(u64, u64, u32)>, u32)>,
+    correlation: VecDeque<Correlated>,
 }
 
 impl Predictor {
@@ -289,23 +306,31 @@ impl Predictor {
 
     fn learn_correlation(&mut self, offset: u64, len: u64) {
         if let Some(&(prev, _)) = self.history.back() {
-            if let Some(pos) = self.correlation.iter().position(|(o, _, _)| *o == prev) {
-                let successors = &mut self.correlation[pos].1;
-                if let Some(s) = successors.iter_mut().find(|(o, _, _)| *o == offset) {
-                    s.2 += 1;
+            if let Some(entry) = self.correlation.iter_mut().find(|e| e.offset == prev) {
+                let successors = &mut entry.successors;
+                if let Some(s) = successors.iter_mut().find(|s| s.offset == offset) {
+                    s.count += 1;
                 } else if successors.len() < 4 {
-                    successors.push((offset, len, 1));
+                    successors.push(Successor {
+                        offset,
+                        len,
+                        count: 1,
+                    });
                 }
             }
         }
-        match self.correlation.iter().position(|(o, _, _)| *o == offset) {
+        match self.correlation.iter().position(|e| e.offset == offset) {
             Some(pos) => {
                 let mut entry = self.correlation.remove(pos).expect("position found");
-                entry.2 += 1;
+                entry.seen += 1;
                 self.correlation.push_front(entry);
             }
             None => {
-                self.correlation.push_front((offset, Vec::new(), 1));
+                self.correlation.push_front(Correlated {
+                    offset,
+                    seen: 1,
+                    successors: Vec::new(),
+                });
                 self.correlation.truncate(self.config.correlation_entries);
             }
         }
@@ -340,27 +365,26 @@ impl Predictor {
                 })
                 .collect(),
             None => {
-                let Some((_, successors, seen)) =
-                    self.correlation.iter().find(|(o, _, _)| *o == last_off)
-                else {
+                let Some(entry) = self.correlation.iter().find(|e| e.offset == last_off) else {
                     return Vec::new();
                 };
-                if *seen < self.config.correlation_threshold {
+                if entry.seen < self.config.correlation_threshold {
                     return Vec::new();
                 }
-                let total: u32 = successors.iter().map(|s| s.2).sum();
-                let mut frequent: Vec<&(u64, u64, u32)> = successors
+                let total: u32 = entry.successors.iter().map(|s| s.count).sum();
+                let mut frequent: Vec<&Successor> = entry
+                    .successors
                     .iter()
-                    .filter(|s| s.2 + 1 >= self.config.correlation_threshold)
+                    .filter(|s| s.count + 1 >= self.config.correlation_threshold)
                     .collect();
-                frequent.sort_by_key(|s| std::cmp::Reverse(s.2));
+                frequent.sort_by_key(|s| std::cmp::Reverse(s.count));
                 frequent
                     .into_iter()
                     .take(count)
-                    .map(|&(offset, len, n)| Prediction {
-                        offset,
-                        len,
-                        confidence: n as f32 / total.max(1) as f32,
+                    .map(|s| Prediction {
+                        offset: s.offset,
+                        len: s.len,
+                        confidence: s.count as f32 / total.max(1) as f32,
                     })
                     .collect()
             }
@@ -406,7 +430,7 @@ impl Predictor {
             + self
                 .correlation
                 .iter()
-                .map(|(_, s, _)| 24 + s.len() * 20)
+                .map(|e| 24 + e.successors.len() * 20)
                 .sum::<usize>()
     }
 
