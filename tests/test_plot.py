@@ -169,3 +169,23 @@ def test_malformed_documents(tmp_path: Path, doc: Any, needle: str) -> None:
     with pytest.raises(PlotError, match=needle.replace("[", r"\[")):
         load_analysis(src)
     _assert_clean_error(_run_cli("analyze", str(src), str(tmp_path / "o.png")), needle)
+
+
+def test_panels_show_each_file_and_operation_first() -> None:
+    import numpy as np
+    from patio.plot import _Stream, select_panels
+
+    def stream(key: str, n: int) -> _Stream:
+        return _Stream(key=key, offsets=np.zeros(n), segments=[])
+
+    # Twenty ranks writing one file, then a smaller read stream and another file.
+    streams = [stream(f"POSIX rank {r} write /a.h5", 100 - r) for r in range(20)]
+    streams += [stream("POSIX rank 0 read /a.h5", 10), stream("MPIIO rank 3 write /b.h5", 5)]
+    shown = [s.key for s in select_panels(streams, 4)]
+    assert shown == [
+        "POSIX rank 0 write /a.h5",
+        "POSIX rank 1 write /a.h5",
+        "POSIX rank 0 read /a.h5",
+        "MPIIO rank 3 write /b.h5",
+    ]
+    assert len(select_panels(streams, 100)) == len(streams)

@@ -16,8 +16,8 @@ alternate between two shades of their family so that neighbours stay distinguish
 when they are of the same kind. Requests outside every segment are drawn as small grey dots.
 
 A real log has hundreds to thousands of streams, so the figure is a grid of at most
-:data:`MAX_PANELS` streams with the most requests, largest first; the title says how many
-of how many are shown. Every problem with the input is a :class:`PlotError` with a one-line
+:data:`MAX_PANELS` streams: the largest stream of each (module, operation, file) group
+first, then further streams by size; the title says how many of how many are shown. Every problem with the input is a :class:`PlotError` with a one-line
 message; the command line prints it as ``patio: error: ...`` and exits with status 2.
 """
 
@@ -238,6 +238,29 @@ def plot_analysis(doc: Mapping[str, Any], out: str | os.PathLike[str], *, dpi: i
     _render(title, streams, out, dpi=dpi)
 
 
+def _group(key: str) -> str:
+    """The stream key without its rank: ``POSIX rank 3 write /f`` → ``POSIX write /f``."""
+    parts = key.split(" ", 3)
+    if len(parts) == 4 and parts[1] == "rank":
+        return f"{parts[0]} {parts[3]}"
+    return key
+
+
+def select_panels(streams: Sequence[_Stream], limit: int) -> list[_Stream]:
+    """Up to ``limit`` streams to draw, largest first, one per group (module, op, file)
+    before any group gets a second panel, so a log of many ranks doing the same thing
+    shows its different files and operations rather than twelve copies of one."""
+    order = sorted(range(len(streams)), key=lambda i: -streams[i].offsets.shape[0])
+    seen: set[str] = set()
+    first, rest = [], []
+    for i in order:
+        group = _group(streams[i].key)
+        (rest if group in seen else first).append(i)
+        seen.add(group)
+    chosen = sorted((first + rest)[:limit], key=lambda i: -streams[i].offsets.shape[0])
+    return [streams[i] for i in chosen]
+
+
 def _render(title: str, streams: list[_Stream], out: str | os.PathLike[str], *, dpi: int) -> None:
     # A bare Figure on an Agg canvas: no pyplot, so no global backend or figure state.
     import matplotlib
@@ -247,8 +270,7 @@ def _render(title: str, streams: list[_Stream], out: str | os.PathLike[str], *, 
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     total = len(streams)
-    order = sorted(range(total), key=lambda i: -streams[i].offsets.shape[0])
-    shown = [streams[i] for i in order[:MAX_PANELS]]
+    shown = select_panels(streams, MAX_PANELS)
     n = len(shown)
     ncols = 1 if n <= 1 else 2 if n <= 4 else 3 if n <= 9 else 4
     nrows = max(1, math.ceil(n / ncols))
@@ -289,7 +311,7 @@ def _render(title: str, streams: list[_Stream], out: str | os.PathLike[str], *, 
     if total == 0:
         subtitle = "no streams"
     elif total > n:
-        subtitle = f"{n} of {total:,} streams, largest first"
+        subtitle = f"{n} of {total:,} streams: the largest of each file and operation first"
     else:
         subtitle = f"{total} stream{'s' if total != 1 else ''}, largest first"
     fig.suptitle(f"{title}\n{subtitle}" if title else subtitle, fontsize=12)
