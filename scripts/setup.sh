@@ -6,6 +6,8 @@
 #   * Python venv at $REPO/.venv with requirements-dev.txt
 #   * release build of the `patio` CLI (linked as .venv/bin/patio)
 #   * the Python extension `patio._native` installed into the venv via `maturin develop`
+#   * the LD_PRELOAD tracer capture/libpatio_trace.so (make), installed as
+#     .venv/lib/patio/libpatio_trace.so where `patio trace` finds it
 #
 # Environment overrides:
 #   PATIO_PYTHON       interpreter used to create the venv (default: /usr/bin/python3 if
@@ -25,6 +27,7 @@ MIN_RUST="1.87"
 APT_PACKAGES=(
     build-essential pkg-config python3 python3-venv python3-dev xz-utils zstd
     curl ca-certificates git libfuse3-dev fuse3 fio
+    openmpi-bin libopenmpi-dev
 )
 
 say() { printf '==> %s\n' "$*"; }
@@ -196,6 +199,8 @@ build_all() {
     ln -sfn "$target_dir/release/patio" "$VENV/bin/patio"
     say "linked $VENV/bin/patio -> $target_dir/release/patio"
 
+    build_tracer
+
     # maturin develop always recompiles the cdylib and re-runs pip, so skip it when nothing
     # it depends on changed since the last successful run (PATIO_FORCE_BUILD=1 forces it).
     local stamp="$VENV/.native-stamp" want have=""
@@ -211,6 +216,19 @@ build_all() {
     rm -f "$stamp"
     maturin develop --release -m crates/patio-py/Cargo.toml
     printf '%s\n' "$want" >"$stamp"
+}
+
+# The LD_PRELOAD tracer: make rebuilds it only when its source changed; the installed copy
+# is replaced only when it differs.
+build_tracer() {
+    make -s -C "$REPO/capture"
+    local lib="$REPO/capture/libpatio_trace.so" dest="$VENV/lib/patio/libpatio_trace.so"
+    if cmp -s "$lib" "$dest"; then
+        say "tracer $dest: up to date"
+    else
+        install -D -m 0755 "$lib" "$dest"
+        say "installed tracer $dest"
+    fi
 }
 
 # Hash of everything the extension build depends on: Rust sources and manifests, the lock

@@ -24,8 +24,8 @@ cargo clippy --workspace --all-targets --release -- -D warnings
 step "cargo test --workspace --release"
 cargo test --workspace --release
 
-step "ruff check python tests"
-ruff check python tests
+step "ruff check python tests bench"
+ruff check python tests bench
 
 step "pytest -q tests"
 rc=0

@@ -1,5 +1,5 @@
-//! Loading traces in any supported format (chosen by content, then by extension)
-//! and `patio convert`.
+//! Loading traces in any supported format (chosen by content, then by extension),
+//! writing them (format by extension), and `patio convert`.
 
 use anyhow::{bail, Context, Result};
 use patio_core::trace::{Trace, NATIVE_MAGIC};
@@ -33,6 +33,9 @@ pub fn load_trace(path: &Path) -> Result<Trace> {
         .and_then(|e| e.to_str())
         .unwrap_or("")
         .to_ascii_lowercase();
+    if head.starts_with(patio_core::capture::MAGIC) || ext == "praw" {
+        return crate::trace_cmd::load_captures(&[path.to_path_buf()]);
+    }
     if looks_native(&head) || ext == "ptrace" {
         let recovered = Trace::read_native(path)?;
         if let Some(damage) = recovered.damage {
@@ -76,24 +79,43 @@ pub struct ConvertArgs {
 
 pub fn convert(args: ConvertArgs) -> Result<()> {
     let trace = load_trace(&args.input)?;
-    let ext = args
-        .output
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or("");
-    let bytes = match ext {
-        "csv" => {
+    write_trace(&trace, &args.output)
+}
+
+/// Formats a trace can be written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Csv,
+    Ptrace,
+}
+
+impl OutputFormat {
+    pub fn extension(self) -> &'static str {
+        match self {
+            OutputFormat::Csv => "csv",
+            OutputFormat::Ptrace => "ptrace",
+        }
+    }
+}
+
+/// Writes a trace in the format its extension names (.csv or .ptrace).
+pub fn write_trace(trace: &Trace, output: &Path) -> Result<()> {
+    let format = match output.extension().and_then(|e| e.to_str()) {
+        Some("csv") => OutputFormat::Csv,
+        Some("ptrace") => OutputFormat::Ptrace,
+        _ => bail!("{}: output must end in .csv or .ptrace", output.display()),
+    };
+    write_trace_as(trace, output, format)
+}
+
+pub fn write_trace_as(trace: &Trace, output: &Path, format: OutputFormat) -> Result<()> {
+    let bytes = match format {
+        OutputFormat::Csv => {
             let mut buf = Vec::new();
             trace.write_csv(&mut buf)?;
             buf
         }
-        "ptrace" => trace.encode_native(&Detector::default())?,
-        _ => bail!(
-            "{}: output must end in .csv or .ptrace",
-            args.output.display()
-        ),
+        OutputFormat::Ptrace => trace.encode_native(&Detector::default())?,
     };
-    std::fs::write(&args.output, bytes)
-        .with_context(|| format!("cannot write {}", args.output.display()))?;
-    Ok(())
+    std::fs::write(output, bytes).with_context(|| format!("cannot write {}", output.display()))
 }

@@ -6,6 +6,7 @@ mod bench;
 mod load;
 mod mount;
 mod python;
+mod trace_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -35,6 +36,8 @@ enum Command {
     /// FUSE mounts: `mount trace` records every request made through a passthrough mount.
     #[command(subcommand)]
     Mount(mount::MountCommand),
+    /// Trace a command's file I/O (LD_PRELOAD): `trace -- CMD`, `trace merge DIR -o T`, `trace convert`.
+    Trace(trace_cmd::Args),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Convert(args) => load::convert(args),
         Command::Mount(cmd) => mount::run(cmd),
+        Command::Trace(args) => trace_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -13,14 +13,7 @@ fn interpreter() -> PathBuf {
     if let Some(p) = std::env::var_os("PATIO_PYTHON") {
         return PathBuf::from(p);
     }
-    let invoked = std::env::args_os().next().map(PathBuf::from);
-    let beside_invoked = invoked.and_then(|argv0| {
-        if argv0.components().count() > 1 {
-            argv0.parent().map(Path::to_path_buf)
-        } else {
-            which_dir(&argv0)
-        }
-    });
+    let beside_invoked = invoked_dir();
     let venv = std::env::var_os("VIRTUAL_ENV").map(|v| PathBuf::from(v).join("bin"));
     // The virtual environment of the checkout this binary was built from.
     let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin");
@@ -35,6 +28,17 @@ fn interpreter() -> PathBuf {
         }
     }
     PathBuf::from("python3")
+}
+
+/// The directory of the `patio` that was invoked (as typed, before symlinks are
+/// resolved: `.venv/bin` for the venv's link to the release binary).
+pub fn invoked_dir() -> Option<PathBuf> {
+    let argv0 = PathBuf::from(std::env::args_os().next()?);
+    if argv0.components().count() > 1 {
+        argv0.parent().map(Path::to_path_buf)
+    } else {
+        which_dir(&argv0)
+    }
 }
 
 fn which_dir(name: &Path) -> Option<PathBuf> {

@@ -1,0 +1,327 @@
+//! `patio trace`: run a command under the LD_PRELOAD tracer (`capture/`), merge the
+//! per-process raw captures it leaves into one trace, and convert traces.
+//!
+//! * `patio trace [--out DIR] [--only PREFIX] -- COMMAND [ARGS…]` — every process the
+//!   command starts writes `DIR/<host>.<pid>.<n>.praw`; works under `mpirun` (each rank
+//!   is one `patio trace`, all writing into DIR). Exits with the command's status.
+//! * `patio trace merge DIR -o TRACE` — one `.ptrace` or `.csv` from all captures.
+//! * `patio trace convert TRACE --to csv|ptrace [-o OUT]`.
+
+use crate::load::{load_trace, write_trace, write_trace_as, OutputFormat};
+use anyhow::{bail, Context, Result};
+use clap::Subcommand;
+use patio_core::capture::{self, Capture};
+use patio_core::trace::Trace;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// File name of the tracer library.
+const LIBRARY: &str = "libpatio_trace.so";
+
+#[derive(clap::Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    after_help = "Examples:\n  patio trace --out run1 -- ./app input.h5          trace every process of ./app into run1/\n  mpirun -n 4 patio trace --out run1 -- python app.py  one capture per rank\n  patio trace merge run1 -o run1.ptrace               merge the per-process captures\n  patio analyze run1.ptrace                           report the patterns"
+)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Option<Action>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Directory for the per-process captures (created if missing; default
+    /// patio-trace-<UTC time>, or patio-trace-job-<id> under an MPI/Slurm launcher).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Trace only files at or below this path (e.g. the application's data directory).
+    #[arg(long, value_name = "PREFIX")]
+    only: Option<PathBuf>,
+    /// The command to trace, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+#[derive(Subcommand)]
+enum Action {
+    /// Merge the raw captures (*.praw) of a directory into one trace (.ptrace or .csv).
+    Merge(MergeArgs),
+    /// Convert a trace (.darshan, .csv, .ptrace, .praw) to CSV or the native format.
+    Convert(ConvertArgs),
+}
+
+#[derive(clap::Args)]
+struct MergeArgs {
+    /// Directory written by `patio trace`.
+    dir: PathBuf,
+    /// Output trace; its extension (.ptrace or .csv) picks the format.
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct ConvertArgs {
+    /// Input trace.
+    input: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum)]
+    to: OutputFormat,
+    /// Output file (default: the input with the format's extension).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    match args.action {
+        Some(Action::Merge(m)) => merge(&m.dir, &m.output),
+        Some(Action::Convert(c)) => {
+            let output = c
+                .output
+                .unwrap_or_else(|| c.input.with_extension(c.to.extension()));
+            if output == c.input {
+                bail!("{}: output would overwrite the input", output.display());
+            }
+            write_trace_as(&load_trace(&c.input)?, &output, c.to)
+        }
+        None => run_traced(args.run),
+    }
+}
+
+// ---- running a command under the tracer -----------------------------------------
+
+/// The tracer library: `$PATIO_PRELOAD`, else `../lib/patio/` beside the invoked `patio`
+/// (the venv's `.venv/lib/patio/`, where setup.sh installs it) or beside the real
+/// executable, else the `capture/` directory of the checkout this binary was built from.
+fn tracer_library() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("PATIO_PRELOAD") {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            bail!("PATIO_PRELOAD={} does not exist", p.display());
+        }
+        return absolute(&p);
+    }
+    let installed = |dir: PathBuf| dir.join("../lib/patio").join(LIBRARY);
+    let real_exe = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf));
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../capture")
+        .join(LIBRARY);
+    let candidates: Vec<PathBuf> = crate::python::invoked_dir()
+        .into_iter()
+        .chain(real_exe)
+        .map(installed)
+        .chain(std::iter::once(checkout))
+        .collect();
+    match candidates.iter().find(|c| c.is_file()) {
+        Some(found) => absolute(found),
+        None => bail!(
+            "the tracer library {LIBRARY} was not found (looked at {}); run scripts/setup.sh or set PATIO_PRELOAD",
+            candidates
+                .iter()
+                .map(|c| c.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    p.canonicalize()
+        .with_context(|| format!("cannot resolve {}", p.display()))
+}
+
+/// `patio-trace-job-<id>` when an MPI or Slurm launcher started us (so that every rank
+/// picks the same directory), else `patio-trace-<UTC date-time>`.
+fn default_dir() -> PathBuf {
+    let job = ["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()));
+    if let Some(job) = job {
+        let step = std::env::var("SLURM_STEP_ID")
+            .map(|s| format!(".{s}"))
+            .unwrap_or_default();
+        let safe: String = format!("{job}{step}")
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        return PathBuf::from(format!("patio-trace-job-{safe}"));
+    }
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    PathBuf::from(format!(
+        "patio-trace-{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    ))
+}
+
+/// Proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Pid of the traced command, for forwarding SIGTERM/SIGHUP.
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let pid = CHILD.load(Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+fn run_traced(args: RunArgs) -> Result<()> {
+    let library = tracer_library()?;
+    let dir = args.out.unwrap_or_else(default_dir);
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create trace directory {}", dir.display()))?;
+    let dir = absolute(&dir)?;
+    let mut preload = library.as_os_str().to_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        preload.push(" ");
+        preload.push(old);
+    }
+    let (program, rest) = args.command.split_first().expect("clap requires a command");
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(rest)
+        .env("LD_PRELOAD", preload)
+        .env("PATIO_TRACE_DIR", &dir);
+    match &args.only {
+        Some(prefix) => {
+            let prefix = prefix
+                .canonicalize()
+                .or_else(|_| std::path::absolute(prefix));
+            cmd.env("PATIO_TRACE_ONLY", prefix.context("--only")?);
+        }
+        None => {
+            cmd.env_remove("PATIO_TRACE_ONLY");
+        }
+    }
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
+    CHILD.store(child.id() as i32, Ordering::Relaxed);
+    // The terminal's Ctrl-C and Ctrl-\ reach the command itself (same process group):
+    // patio waits for it to end, then reports. SIGTERM/SIGHUP sent to patio alone (a
+    // launcher tearing the job down) are passed on.
+    // SAFETY: installing handlers that only call kill(2), and ignoring two signals.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+        for sig in [libc::SIGTERM, libc::SIGHUP] {
+            libc::signal(
+                sig,
+                forward as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+        }
+    }
+    let status = child.wait().context("waiting for the traced command")?;
+    let files = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.path().extension().is_some_and(|x| x == "praw"))
+                .count()
+        })
+        .unwrap_or(0);
+    eprintln!(
+        "patio: traces in {} ({files} capture files); merge with: patio trace merge {} -o trace.ptrace",
+        dir.display(),
+        dir.display()
+    );
+    use std::os::unix::process::ExitStatusExt;
+    let code = match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => 128 + sig,
+        _ => 1,
+    };
+    std::process::exit(code);
+}
+
+// ---- merging ---------------------------------------------------------------------
+
+/// Reads raw captures and merges them into one trace; damaged files are reported as
+/// warnings and their intact frames kept.
+pub fn load_captures(files: &[PathBuf]) -> Result<Trace> {
+    let mut captures = Vec::with_capacity(files.len());
+    for file in files {
+        match Capture::read(file) {
+            Ok(c) => {
+                if let Some(damage) = &c.damage {
+                    eprintln!(
+                        "patio: warning: {}: damaged capture, kept {} requests: {damage}",
+                        file.display(),
+                        c.records.len()
+                    );
+                }
+                captures.push(c);
+            }
+            Err(e) if files.len() > 1 => {
+                eprintln!("patio: warning: {}: skipped: {e}", file.display());
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(file.display().to_string())),
+        }
+    }
+    Ok(capture::merge(&captures))
+}
+
+fn merge(dir: &Path, output: &Path) -> Result<()> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read directory {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "praw") && p.is_file())
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!(
+            "{}: no raw captures (*.praw): did the traced command read or write any file?",
+            dir.display()
+        );
+    }
+    let trace = load_captures(&files)?;
+    write_trace(&trace, output)?;
+    println!(
+        "merged {} capture files: {} requests in {} streams -> {}",
+        files.len(),
+        trace.requests(),
+        trace.streams.len(),
+        output.display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::civil_from_days;
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+        assert_eq!(civil_from_days(20_513), (2026, 3, 1));
+    }
+}
