@@ -33,13 +33,25 @@
  *    mmap, takes one spin lock (never across a real I/O call), and a thread-local
  *    guard sends every call made while the tracer is busy (its own writes, a signal
  *    handler interrupting it) straight to the C library.
+ *    The output file is opened for each flush and closed after it: the program never
+ *    sees an extra descriptor.
  *  - Flushed when the record buffer fills (PATIO_TRACE_BUFFER records, default 65536),
  *    before exec, at exit (destructor, _exit, _Exit) and on SIGSEGV, SIGBUS, SIGABRT,
- *    SIGTERM and SIGINT (when their disposition is the default: flush, restore it,
- *    re-raise). A process that recorded nothing writes no file.
+ *    SIGTERM and SIGINT when the program leaves them at their default action: the
+ *    tracer's handler flushes, restores the default and re-raises. sigaction/signal
+ *    are interposed so the program still sees SIG_DFL there (Python, for one, installs
+ *    its SIGINT handler only over SIG_DFL); the program's own handler replaces the
+ *    tracer's. A process that recorded nothing writes no file.
+ *  - Descriptor bookkeeping follows the open, openat and creat forms, close, close_range,
+ *    dup, dup2, dup3, fcntl(F_DUPFD, F_DUPFD_CLOEXEC, F_SETFL), fopen/fdopen/fclose; a
+ *    descriptor met for the first time (inherited, opened before the library started, opened by a
+ *    call not interposed) is looked up in /proc/self/fd on first use. fsync and
+ *    fdatasync move no data and the trace model has no operation for them: they are
+ *    not interposed.
  *  - fork: the child starts an empty buffer and its own file (pthread_atfork); vfork
- *    children (shared memory) never flush. exec: the new image starts a new file
- *    (<n> + 1 for the same pid).
+ *    children (shared memory) and children made without fork handlers never change
+ *    the bookkeeping or write. exec: the new image starts a new file (<n> + 1 for the
+ *    same pid).
  *  - PATIO_TRACE_ONLY=PREFIX keeps only files whose absolute, symlink-free path is
  *    PREFIX or lies below it.
  */
@@ -193,6 +205,7 @@ typedef struct {
     uint32_t path, tid;
     uint8_t op, layer, call;
 } rec_t;
+_Static_assert(__builtin_offsetof(rec_t, tid) == 36, "record fields must be adjacent");
 
 #define HASH_BUCKETS (1u << 16)
 #define ARENA_BYTES (1024u * 1024u)
@@ -534,8 +547,16 @@ static ofd_t *traced(int fd)
 }
 
 /* ---- output ---- */
+#if defined(__x86_64__)
+static int have_crc_hw;
+#endif
+
 static void crc_init(void)
 {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    have_crc_hw = __builtin_cpu_supports("sse4.2");
+#endif
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++)
@@ -544,8 +565,29 @@ static void crc_init(void)
     }
 }
 
+#if defined(__x86_64__)
+/* The SSE4.2 crc32 instruction computes CRC32C; used when the CPU has it. */
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(const unsigned char *p, size_t n)
+{
+    uint64_t c = 0xFFFFFFFFu;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = __builtin_ia32_crc32di(c, v);
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--)
+        c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return c32 ^ 0xFFFFFFFFu;
+}
+#endif
+
 static uint32_t crc32c(const unsigned char *p, size_t n)
 {
+#if defined(__x86_64__)
+    if (have_crc_hw)
+        return crc32c_hw(p, n);
+#endif
     uint32_t c = 0xFFFFFFFFu;
     while (n--)
         c = G.crc_table[(c ^ *p++) & 0xFF] ^ (c >> 8);
@@ -602,7 +644,7 @@ static int create_output(void)
 {
     char *name = G.out_name;
     size_t base = strlen(G.dir), n;
-    int fd = -1;
+    int fd = -1, made_dir = 0;
     if (base + 300 >= sizeof G.out_name)
         return -1;
     memcpy(name, G.dir, base);
@@ -617,6 +659,14 @@ static int create_output(void)
         n = base + put_dec(name + base, G.file_seq);
         memcpy(name + n, ".praw", 6);
         fd = REAL(open)(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno == ENOENT && !made_dir) {
+            /* The directory is missing: create it (one level) and retry the name. */
+            made_dir = 1;
+            if (mkdir(G.dir, 0777) == 0 || errno == EEXIST) {
+                tries--, G.file_seq--;
+                continue;
+            }
+        }
         if (fd < 0 && errno != EEXIST)
             return -1;
     }
@@ -656,6 +706,8 @@ static void flush_locked(void)
     int fd = -1;
     if (nrec == 0 || G.out_failed || !G.stage)
         goto done;
+    if (foreign_process())
+        goto done; /* a child made without fork handlers (clone, _Fork): not its file */
     fd = G.have_name ? REAL(open)(G.out_name, O_WRONLY | O_APPEND | O_CLOEXEC)
                      : create_output();
     if (fd < 0)
@@ -688,12 +740,18 @@ static void flush_locked(void)
         p = put32(p, k);
         for (uint32_t i = 0; i < k; i++) {
             const rec_t *r = &G.recs[at + i];
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            /* off, len, t0, t1, path, tid are adjacent in rec_t: 40 bytes as stored */
+            memcpy(p, &r->off, 40);
+            p += 40;
+#else
             p = put64(p, r->off);
             p = put64(p, r->len);
             p = put64(p, r->t0);
             p = put64(p, r->t1);
             p = put32(p, r->path);
             p = put32(p, r->tid);
+#endif
             *p++ = r->op;
             *p++ = r->layer;
             *p++ = r->call;
@@ -985,6 +1043,71 @@ static int32_t launcher_rank(void)
     return -1;
 }
 
+/* Resolves every real function now, while the process is (normally) single-threaded:
+ * dlsym takes the loader's lock, and must never be called under the tracer's lock (a
+ * library constructor running under the loader's lock may do I/O). */
+static void resolve_all(void)
+{
+    (void)REAL(open);
+    (void)REAL(open64);
+    (void)REAL(openat);
+    (void)REAL(openat64);
+    (void)REAL(__open_2);
+    (void)REAL(__open64_2);
+    (void)REAL(__openat_2);
+    (void)REAL(__openat64_2);
+    (void)REAL(creat);
+    (void)REAL(creat64);
+    (void)REAL(close);
+    (void)REAL(close_range);
+    (void)REAL(read);
+    (void)REAL(__read_chk);
+    (void)REAL(write);
+    (void)REAL(pread);
+    (void)REAL(pread64);
+    (void)REAL(__pread_chk);
+    (void)REAL(__pread64_chk);
+    (void)REAL(pwrite);
+    (void)REAL(pwrite64);
+    (void)REAL(readv);
+    (void)REAL(writev);
+    (void)REAL(preadv);
+    (void)REAL(preadv64);
+    (void)REAL(pwritev);
+    (void)REAL(pwritev64);
+    (void)REAL(preadv2);
+    (void)REAL(preadv64v2);
+    (void)REAL(pwritev2);
+    (void)REAL(pwritev64v2);
+    (void)REAL(lseek);
+    (void)REAL(lseek64);
+    (void)REAL(dup);
+    (void)REAL(dup2);
+    (void)REAL(dup3);
+    (void)REAL(fcntl);
+    (void)REAL(fcntl64);
+    (void)REAL(fopen);
+    (void)REAL(fopen64);
+    (void)REAL(fdopen);
+    (void)REAL(fclose);
+    (void)REAL(fread);
+    (void)REAL(fread_unlocked);
+    (void)REAL(__fread_chk);
+    (void)REAL(__fread_unlocked_chk);
+    (void)REAL(fwrite);
+    (void)REAL(fwrite_unlocked);
+    (void)REAL(ftello);
+    (void)REAL(execve);
+    (void)REAL(execv);
+    (void)REAL(execvp);
+    (void)REAL(execvpe);
+    (void)REAL(fexecve);
+    (void)REAL(_exit);
+    (void)REAL(_Exit);
+    (void)REAL(sigaction);
+    (void)REAL(signal);
+}
+
 static void init_once(void)
 {
     int expected = 0;
@@ -1030,6 +1153,7 @@ static void init_once(void)
             *c = '_';
     ssize_t n = readlink("/proc/self/exe", G.exe, sizeof G.exe - 1);
     G.exe[n > 0 ? n : 0] = 0;
+    resolve_all();
     G.rank = launcher_rank();
     G.init_ns = now_ns();
     crc_init();
@@ -1174,8 +1298,16 @@ static void forget(int first, int last)
 
 EXPORT int close(int fd)
 {
-    if (fd >= 0)
+    uint32_t state = fd_peek(fd);
+    if (state == FD_UNTRACED && active() && !foreign_process()) {
+        /* Not a traced description: no lock needed to forget it (the number cannot be
+         * reused before the close). */
+        uint32_t *s = fd_slot(fd, 0);
+        if (s)
+            __atomic_store_n(s, FD_UNKNOWN, __ATOMIC_RELAXED);
+    } else if (state >= 2) {
         forget(fd, fd);
+    }
     return REAL(close)(fd);
 }
 
