@@ -112,8 +112,13 @@ def captures(out: Path) -> list[Capture]:
     return [read_capture(p) for p in sorted(out.glob("*.praw"))]
 
 
+def real(path: Path) -> str:
+    """The path as the tracer records it: absolute, symbolic links resolved."""
+    return os.path.realpath(path)
+
+
 def requests(caps: list[Capture], path: Path) -> list[tuple[str, int, int]]:
-    return [(r.op, r.offset, r.length) for c in caps for r in c.records if r.path == str(path)]
+    return [(r.op, r.offset, r.length) for c in caps for r in c.records if r.path == real(path)]
 
 
 # ---- running things ------------------------------------------------------------------
@@ -172,12 +177,12 @@ def test_c_program_strided_and_sequential(programs: dict[str, Path], tmp_path: P
     assert done.returncode == 0, done.stderr
     assert "patio: traces in" in done.stderr and str(out) in done.stderr
     caps = captures(out)
-    assert len(caps) == 1 and caps[0].rank == -1 and caps[0].exe == str(programs["strided"])
+    assert len(caps) == 1 and caps[0].rank == -1 and caps[0].exe == real(programs["strided"])
     assert requests(caps, data) == planned(done.stdout)
     streams = merged_analysis(out, tmp_path)
     pid = caps[0].pid
-    writes = streams[("POSIX", str(data), pid, "write")]
-    reads = streams[("POSIX", str(data), pid, "read")]
+    writes = streams[("POSIX", real(data), pid, "write")]
+    reads = streams[("POSIX", real(data), pid, "read")]
     assert writes["kind"] == "strided" and writes["signature"].startswith("[0, (2048)^63]")
     assert reads["kind"] == "strided" and reads["signature"].startswith("[100, (1536)^63]")
 
@@ -188,9 +193,9 @@ def test_stdio_program(programs: dict[str, Path], tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     caps = captures(out)
     assert requests(caps, data) == planned(done.stdout)
-    assert {r.layer for r in caps[0].records if r.path == str(data)} == {"STDIO"}
+    assert {r.layer for r in caps[0].records if r.path == real(data)} == {"STDIO"}
     streams = merged_analysis(out, tmp_path)
-    writes = streams[("STDIO", str(data), caps[0].pid, "write")]
+    writes = streams[("STDIO", real(data), caps[0].pid, "write")]
     assert writes["kind"] == "contiguous" and writes["requests"] == 11
 
 
@@ -216,7 +221,7 @@ def test_python_program(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     caps = captures(out)
     # --only keeps the interpreter's own files (modules, the script) out.
-    assert {r.path for c in caps for r in c.records} == {str(data)}
+    assert {r.path for c in caps for r in c.records} == {real(data)}
     expected = [("read", o, 4096) for o in (0, 4096, 8192)] + [
         ("read", 10000, 100),
         ("read", 10050, 100),
@@ -236,8 +241,8 @@ def test_dd(tmp_path: Path) -> None:
     assert requests(caps, dst) == [("write", (2 + i) * 4096, 4096) for i in range(9)]
     streams = merged_analysis(out, tmp_path)
     pid = caps[0].pid
-    assert streams[("POSIX", str(src), pid, "read")]["kind"] == "contiguous"
-    assert streams[("POSIX", str(dst), pid, "write")]["kind"] == "contiguous"
+    assert streams[("POSIX", real(src), pid, "read")]["kind"] == "contiguous"
+    assert streams[("POSIX", real(dst), pid, "write")]["kind"] == "contiguous"
 
 
 def test_fio_strided(tmp_path: Path) -> None:
@@ -254,7 +259,7 @@ def test_fio_strided(tmp_path: Path) -> None:
     caps = captures(out)
     assert requests(caps, data) == [("read", i * 16384, 4096) for i in range(64)]
     (rank,) = {c.pid for c in caps if c.records}
-    stream = merged_analysis(out, tmp_path)[("POSIX", str(data), rank, "read")]
+    stream = merged_analysis(out, tmp_path)[("POSIX", real(data), rank, "read")]
     assert stream["kind"] == "strided"
     assert stream["signature"] == "[0, (16384)^63]"
     assert stream["length_signature"] == "[4096, (0)^63]"
@@ -306,10 +311,10 @@ def test_fork_and_exec(programs: dict[str, Path], tmp_path: Path) -> None:
         ("read", 5000, 50),
         ("read", 5050, 0),
     ]
-    assert {c.exe for c in by_pid[parent]} == {str(programs["forks"]), os.path.realpath(dd)}
+    assert {c.exe for c in by_pid[parent]} == {real(programs["forks"]), real(Path(dd))}
     streams = merged_analysis(out, tmp_path)
-    assert streams[("POSIX", str(data), parent, "read")]["requests"] == 52
-    assert streams[("POSIX", str(data), child, "write")]["requests"] == 3
+    assert streams[("POSIX", real(data), parent, "read")]["requests"] == 52
+    assert streams[("POSIX", real(data), child, "write")]["requests"] == 3
 
 
 def test_dup2_over_traced_descriptors(programs: dict[str, Path], tmp_path: Path) -> None:
@@ -491,7 +496,7 @@ def test_mpi_io_shared_file(tmp_path: Path, fcoll: str) -> None:
         end += length
     assert end == data.stat().st_size
     streams = merged_analysis(out, tmp_path)
-    mine = {key: s for key, s in streams.items() if key[1] == str(data) and key[3] == "write"}
+    mine = {key: s for key, s in streams.items() if key[1] == real(data) and key[3] == "write"}
     if fcoll == "individual":
         assert {key[2] for key in mine} == {0, 1, 2, 3}
         for (_, _, rank, _), s in mine.items():
