@@ -1,0 +1,479 @@
+//! The slow store behind the cache: each backend request costs
+//! `latency + bytes / bandwidth` (with seeded jitter, ±10 % by default), served by at
+//! most `concurrency` requests at a time, while the bytes come from the real file.
+//!
+//! The local disk here is far faster than a busy parallel file system, so the model
+//! puts the latency back (docs: /work/shared/design/BENCHMARKING.md). A request holds
+//! one of the store's permits for its whole modelled cost and *sleeps* for whatever
+//! part of that cost the real read did not take: nothing spins, so the two cores stay
+//! free for the application and the prefetch workers.
+//!
+//! The file is opened with `O_DIRECT` (reads through an aligned bounce buffer) so the
+//! backing file system adds no readahead or caching of its own. Where the file system
+//! refuses `O_DIRECT`, reads are buffered with `POSIX_FADV_RANDOM` (no kernel
+//! readahead) and every range read is dropped again with `POSIX_FADV_DONTNEED`;
+//! [`DataFile::io_mode`] says which one is in use.
+
+use crate::rng::Rng;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Alignment of `O_DIRECT` offsets, lengths and buffers (covers 512-byte and 4 KiB
+/// logical blocks).
+const DIRECT_ALIGN: usize = 4096;
+
+/// Parameters of the slow-store model.
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// Fixed cost of every request.
+    pub latency: Duration,
+    /// Bytes per second; `f64::INFINITY` for no transfer cost.
+    pub bandwidth: f64,
+    /// Requests served at the same time (a semaphore).
+    pub concurrency: usize,
+    /// Each request's cost is scaled by a factor drawn uniformly from
+    /// `1 ± jitter`.
+    pub jitter: f64,
+    /// Seed of the jitter.
+    pub seed: u64,
+}
+
+impl Default for StoreConfig {
+    /// 2 ms, 200 MB/s, 4 concurrent requests, ±10 % jitter.
+    fn default() -> Self {
+        StoreConfig {
+            latency: Duration::from_millis(2),
+            bandwidth: 200e6,
+            concurrency: 4,
+            jitter: 0.1,
+            seed: 0x5107_5702_e000_0001,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// No modelled cost: the real file only (still bounded concurrency).
+    pub fn instant() -> Self {
+        StoreConfig {
+            latency: Duration::ZERO,
+            bandwidth: f64::INFINITY,
+            jitter: 0.0,
+            ..StoreConfig::default()
+        }
+    }
+
+    /// `latency` in milliseconds and `bandwidth` in MB/s (10^6 bytes), the rest default.
+    pub fn with(latency_ms: f64, bandwidth_mbps: f64) -> Self {
+        StoreConfig {
+            latency: Duration::from_secs_f64(latency_ms.max(0.0) / 1e3),
+            bandwidth: if bandwidth_mbps > 0.0 {
+                bandwidth_mbps * 1e6
+            } else {
+                f64::INFINITY
+            },
+            ..StoreConfig::default()
+        }
+    }
+
+    /// The modelled cost of one request of `bytes` bytes, without jitter.
+    pub fn cost(&self, bytes: u64) -> Duration {
+        let transfer = if self.bandwidth.is_finite() && self.bandwidth > 0.0 {
+            bytes as f64 / self.bandwidth
+        } else {
+            0.0
+        };
+        self.latency + Duration::from_secs_f64(transfer)
+    }
+}
+
+/// A counting semaphore (a mutex and a condition variable).
+struct Semaphore {
+    free: Mutex<usize>,
+    cv: Condvar,
+}
+
+struct Permit<'a>(&'a Semaphore);
+
+impl Semaphore {
+    fn new(n: usize) -> Self {
+        Semaphore {
+            free: Mutex::new(n.max(1)),
+            cv: Condvar::new(),
+        }
+    }
+
+    fn acquire(&self) -> Permit<'_> {
+        let mut free = self.free.lock().expect("semaphore poisoned");
+        while *free == 0 {
+            free = self.cv.wait(free).expect("semaphore poisoned");
+        }
+        *free -= 1;
+        Permit(self)
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock().expect("semaphore poisoned") += 1;
+        self.0.cv.notify_one();
+    }
+}
+
+/// The store model shared by every file read through it: permits, jitter and
+/// counters.
+pub struct SlowStore {
+    config: StoreConfig,
+    permits: Semaphore,
+    jitter: Mutex<Rng>,
+    requests: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl SlowStore {
+    pub fn new(config: StoreConfig) -> Arc<Self> {
+        Arc::new(SlowStore {
+            permits: Semaphore::new(config.concurrency),
+            jitter: Mutex::new(Rng::new(config.seed)),
+            config,
+            requests: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        })
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// Backend requests served so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Bytes returned by backend requests so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// The cost of the next request of `bytes` bytes, jitter drawn.
+    fn draw_cost(&self, bytes: u64) -> Duration {
+        let base = self.config.cost(bytes);
+        if self.config.jitter <= 0.0 || base.is_zero() {
+            return base;
+        }
+        let u = self.jitter.lock().expect("jitter poisoned").unit();
+        base.mul_f64((1.0 + self.config.jitter * (2.0 * u - 1.0)).max(0.0))
+    }
+
+    /// Runs `read` as one backend request: holds a permit for the modelled cost of
+    /// `bytes` bytes and sleeps for whatever part of it `read` did not take.
+    fn serve<T>(&self, bytes: u64, read: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+        let _permit = self.permits.acquire();
+        let start = Instant::now();
+        let cost = self.draw_cost(bytes);
+        let out = read();
+        let left = cost.saturating_sub(start.elapsed());
+        if !left.is_zero() {
+            std::thread::sleep(left);
+        }
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        if out.is_ok() {
+            self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+        out
+    }
+}
+
+/// How a [`DataFile`] reads its bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IoMode {
+    /// `O_DIRECT`: no page cache, no readahead by the backing file system.
+    Direct,
+    /// Buffered reads with `POSIX_FADV_RANDOM` and `POSIX_FADV_DONTNEED`, because the
+    /// file system refused `O_DIRECT` (the reason is kept).
+    Buffered { reason: String },
+}
+
+impl std::fmt::Display for IoMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IoMode::Direct => write!(f, "O_DIRECT"),
+            IoMode::Buffered { reason } => write!(
+                f,
+                "buffered with POSIX_FADV_DONTNEED (O_DIRECT not supported: {reason})"
+            ),
+        }
+    }
+}
+
+/// One data file read through a [`SlowStore`]. Its size is fixed at open.
+pub struct DataFile {
+    file: File,
+    path: PathBuf,
+    size: u64,
+    mode: IoMode,
+    store: Arc<SlowStore>,
+}
+
+impl DataFile {
+    /// Opens `path` for reading through `store`, with `O_DIRECT` when the file system
+    /// supports it.
+    pub fn open(path: &Path, store: Arc<SlowStore>) -> io::Result<Self> {
+        let size = std::fs::metadata(path)?.len();
+        let direct = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path);
+        let refused = |e: &io::Error| e.raw_os_error() == Some(libc::EINVAL);
+        let (file, mode) = match direct {
+            Ok(file) => match probe_direct(&file, size) {
+                Ok(()) => (file, IoMode::Direct),
+                Err(e) if refused(&e) => (buffered(path)?, buffered_mode(e)),
+                Err(e) => return Err(e),
+            },
+            Err(e) if refused(&e) => (buffered(path)?, buffered_mode(e)),
+            Err(e) => return Err(e),
+        };
+        Ok(DataFile {
+            file,
+            path: path.to_path_buf(),
+            size,
+            mode,
+            store,
+        })
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn io_mode(&self) -> &IoMode {
+        &self.mode
+    }
+
+    pub fn store(&self) -> &Arc<SlowStore> {
+        &self.store
+    }
+
+    /// One backend request: the bytes of `[offset, offset + len)` that lie inside the
+    /// file (fewer at its end, none past it), at the store's cost.
+    pub fn read(&self, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+        let end = offset.saturating_add(len).min(self.size);
+        let want = end.saturating_sub(offset);
+        self.store.serve(want, || {
+            if want == 0 {
+                return Ok(Vec::new());
+            }
+            match self.mode {
+                IoMode::Direct => read_direct(&self.file, offset, want),
+                IoMode::Buffered { .. } => read_buffered(&self.file, offset, want),
+            }
+        })
+    }
+}
+
+fn buffered(path: &Path) -> io::Result<File> {
+    let file = File::open(path)?;
+    // Advice only: a failure changes performance, never the bytes.
+    // SAFETY: plain syscalls on a descriptor we own.
+    unsafe {
+        libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+        libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+    }
+    Ok(file)
+}
+
+fn buffered_mode(e: io::Error) -> IoMode {
+    IoMode::Buffered {
+        reason: e.to_string(),
+    }
+}
+
+/// Reads one aligned block to find out whether `O_DIRECT` reads work here (some file
+/// systems accept the flag at open and refuse the reads).
+fn probe_direct(file: &File, size: u64) -> io::Result<()> {
+    if size == 0 {
+        return Ok(());
+    }
+    let mut buf = AlignedBuf::new(DIRECT_ALIGN);
+    file.read_at(buf.as_mut_slice(), 0).map(|_| ())
+}
+
+fn read_buffered(file: &File, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+    let mut out = vec![0u8; len as usize];
+    let n = read_full(file, &mut out, offset)?;
+    out.truncate(n);
+    // SAFETY: advice on a descriptor we own.
+    unsafe {
+        libc::posix_fadvise(
+            file.as_raw_fd(),
+            offset as libc::off_t,
+            len as libc::off_t,
+            libc::POSIX_FADV_DONTNEED,
+        );
+    }
+    Ok(out)
+}
+
+fn read_direct(file: &File, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+    let a = DIRECT_ALIGN as u64;
+    let start = offset / a * a;
+    let end = (offset + len).div_ceil(a) * a;
+    let mut buf = AlignedBuf::new((end - start) as usize);
+    let n = read_full(file, buf.as_mut_slice(), start)?;
+    let skip = (offset - start) as usize;
+    let got = n.saturating_sub(skip).min(len as usize);
+    Ok(buf.as_mut_slice()[skip..skip + got].to_vec())
+}
+
+/// `pread` until `buf` is full or the file ends; returns the bytes read.
+fn read_full(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// A zeroed heap buffer aligned for `O_DIRECT`.
+struct AlignedBuf {
+    ptr: std::ptr::NonNull<u8>,
+    layout: std::alloc::Layout,
+}
+
+impl AlignedBuf {
+    fn new(len: usize) -> Self {
+        let layout = std::alloc::Layout::from_size_align(len.max(DIRECT_ALIGN), DIRECT_ALIGN)
+            .expect("valid layout");
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr =
+            std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        AlignedBuf { ptr, layout }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `ptr` owns `layout.size()` initialised bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn data_file(len: usize) -> (tempfile::NamedTempFile, Vec<u8>) {
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 7 + i / 251) as u8).collect();
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(&bytes).unwrap();
+        f.flush().unwrap();
+        (f, bytes)
+    }
+
+    #[test]
+    fn reads_exact_bytes_at_any_alignment() {
+        let (f, bytes) = data_file(50_000);
+        let file = DataFile::open(f.path(), SlowStore::new(StoreConfig::instant())).unwrap();
+        for &(off, len) in &[
+            (0u64, 1u64),
+            (1, 4095),
+            (4095, 2),
+            (4096, 4096),
+            (12_345, 20_000),
+            (49_990, 100),
+            (50_000, 10),
+            (60_000, 10),
+        ] {
+            let got = file.read(off, len).unwrap();
+            let lo = (off as usize).min(bytes.len());
+            let hi = ((off + len) as usize).min(bytes.len());
+            assert_eq!(got, &bytes[lo..hi], "{off}+{len}");
+        }
+        assert_eq!(file.store().requests(), 8);
+    }
+
+    #[test]
+    fn a_request_costs_at_least_latency_plus_transfer() {
+        let (f, _) = data_file(1 << 20);
+        let config = StoreConfig {
+            latency: Duration::from_millis(3),
+            bandwidth: 100e6,
+            jitter: 0.0,
+            ..StoreConfig::default()
+        };
+        let file = DataFile::open(f.path(), SlowStore::new(config.clone())).unwrap();
+        let bytes = 500_000u64;
+        let want = config.cost(bytes);
+        assert_eq!(want, Duration::from_millis(8));
+        let start = Instant::now();
+        file.read(0, bytes).unwrap();
+        assert!(start.elapsed() >= want, "{:?} < {want:?}", start.elapsed());
+        // With jitter the cost stays within ±10 % of the model: at least 0.9 of it.
+        let jittery =
+            DataFile::open(f.path(), SlowStore::new(StoreConfig::with(2.0, 50.0))).unwrap();
+        for _ in 0..3 {
+            let start = Instant::now();
+            jittery.read(4096, 100_000).unwrap();
+            let floor = StoreConfig::with(2.0, 50.0).cost(100_000).mul_f64(0.9);
+            assert!(start.elapsed() >= floor);
+        }
+    }
+
+    #[test]
+    fn concurrency_is_bounded() {
+        let (f, _) = data_file(1 << 16);
+        let config = StoreConfig {
+            latency: Duration::from_millis(2),
+            concurrency: 2,
+            jitter: 0.0,
+            bandwidth: f64::INFINITY,
+            ..StoreConfig::default()
+        };
+        let file = Arc::new(DataFile::open(f.path(), SlowStore::new(config)).unwrap());
+        let start = Instant::now();
+        let threads: Vec<_> = (0..6)
+            .map(|i| {
+                let file = file.clone();
+                std::thread::spawn(move || file.read(i * 100, 100).unwrap())
+            })
+            .collect();
+        threads.into_iter().for_each(|t| {
+            t.join().unwrap();
+        });
+        // Six 2 ms requests two at a time: three rounds at least.
+        assert!(start.elapsed() >= Duration::from_millis(6));
+        assert_eq!(file.store().requests(), 6);
+        assert_eq!(file.store().bytes(), 600);
+    }
+
+    #[test]
+    fn io_mode_is_reported() {
+        let (f, _) = data_file(100);
+        let file = DataFile::open(f.path(), SlowStore::new(StoreConfig::instant())).unwrap();
+        // Either mode is acceptable; the description must name it.
+        let text = file.io_mode().to_string();
+        assert!(text.contains("O_DIRECT"), "{text}");
+    }
+}

@@ -1,0 +1,34 @@
+//! patio-prefetch: pattern-aware prefetching (issue 4). Policies predict the next
+//! reads of a stream; an engine with worker threads fills one byte-budgeted cache
+//! from their predictions; a slow-store model gives the backing file a parallel file
+//! system's latency; a replayer drives recorded or synthetic read streams through it
+//! all and reports what each policy gained.
+//!
+//! | module | role |
+//! |---|---|
+//! | [`policy`] | the [`Policy`] trait and `none`, `readahead`, `stride`, `pattern`, `oracle` |
+//! | [`markov`] | the Markov baseline (Oly & Reed), trainable and saved |
+//! | [`cache`] | prefetched ranges under one global byte budget; LRU; waste accounting |
+//! | [`backend`] | the slow store: `latency + bytes/bandwidth`, bounded concurrency, jitter, `O_DIRECT` |
+//! | [`engine`] | worker threads, per-stream readers, adaptive depth, counters |
+//! | [`replay`] | trace-driven replay with compute gaps |
+//! | [`workloads`] | synthetic read workloads of `patio bench prefetch` |
+//!
+//! Front ends (the `patio replay` and `patio bench prefetch` commands today; a FUSE
+//! mount and a Python file object later) open files with [`Engine::add_file`] and read
+//! through a [`StreamReader`] per open file or stream.
+
+pub mod backend;
+pub mod cache;
+pub mod engine;
+pub mod markov;
+pub mod policy;
+pub mod replay;
+pub mod rng;
+pub mod workloads;
+
+pub use backend::{DataFile, IoMode, SlowStore, StoreConfig};
+pub use engine::{Engine, EngineConfig, FileHandle, Stats, StreamReader};
+pub use markov::Markov;
+pub use policy::{Hint, Policy, PolicyKind};
+pub use replay::{replay, Compute, ReplayConfig, Report, Request};
