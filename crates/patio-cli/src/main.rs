@@ -6,6 +6,7 @@ mod bench;
 mod load;
 mod mount;
 mod python;
+mod replay;
 mod trace_cmd;
 
 use clap::{Parser, Subcommand};
@@ -36,6 +37,8 @@ enum Command {
     /// FUSE mounts: `mount trace` records every request made through a passthrough mount.
     #[command(subcommand)]
     Mount(mount::MountCommand),
+    /// Replay a trace's reads against a data file through the prefetch engine (none, readahead, stride, markov, pattern, oracle).
+    Replay(replay::Args),
     /// Trace a command's file I/O (LD_PRELOAD): `trace -- CMD`, `trace merge DIR -o T`, `trace convert`.
     Trace(trace_cmd::Args),
 }
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Convert(args) => load::convert(args),
         Command::Mount(cmd) => mount::run(cmd),
+        Command::Replay(args) => replay::run(args),
         Command::Trace(args) => trace_cmd::run(args),
     };
     match result {

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 mod compress;
 mod detect;
 mod lookup;
+mod prefetch;
 pub mod workloads;
 
 /// Seed of every random generator in the benchmarks, so runs are reproducible.
@@ -56,6 +57,9 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Prefetch policies side by side on synthetic read workloads over a slow store
+    /// (I/O time, hits, accuracy, coverage, waste, model size).
+    Prefetch(prefetch::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -72,6 +76,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
             json,
         } => detect::run(entries, window, reps, json),
         BenchCommand::Compress { json } => compress::run(json),
+        BenchCommand::Prefetch(args) => prefetch::run(args),
     }
 }
 
@@ -137,7 +142,8 @@ pub fn print_json<T: Serialize>(cases: &[T]) -> Result<()> {
     write_stdout(&format!("{text}\n"))
 }
 
-fn write_stdout(text: &str) -> Result<()> {
+/// Writes `text` to stdout in one go.
+pub fn write_stdout(text: &str) -> Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;

@@ -1,0 +1,294 @@
+//! `patio bench prefetch`: every prefetch policy replayed on the same synthetic read
+//! workload, side by side in one run, over the slow-store model (patio-prefetch's
+//! `workloads`, `replay`). The I/O-time reduction of each policy is relative to
+//! `none` in the same run. The Markov model is trained on a first run with another
+//! seed (another process reading the same file, other random choices), as the
+//! papers train it on an initial execution; `--markov-training same` trains it on
+//! the very requests it then predicts.
+
+use super::{human_bytes, median, progress, sig3, write_stdout, Table, SEED};
+use crate::replay::{ReportJson, StoreArgs};
+use anyhow::{bail, Context, Result};
+use patio_prefetch::markov::{Markov, DEFAULT_BLOCK};
+use patio_prefetch::replay::{self, Report, Request};
+use patio_prefetch::workloads::{self, Workload};
+use patio_prefetch::{Policy, PolicyKind};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Requests per workload by default: all workloads (30) stay within a few minutes at
+/// 2 ms; a single one gets more.
+const DEFAULT_REQUESTS_ALL: usize = 300;
+const DEFAULT_REQUESTS_ONE: usize = 1000;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkovTraining {
+    /// A first run with another seed (default).
+    Other,
+    /// The same requests that are then replayed.
+    Same,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// One workload (default: all). Names: contiguous, strided, strided-2d,
+    /// strided-3d, deltas, climate-row, climate-col, pagoda, correlation, random,
+    /// each also with -noisy or -change.
+    #[arg(long)]
+    workload: Vec<String>,
+    /// Requests per workload (default 1000 for chosen workloads, 300 for all).
+    #[arg(long)]
+    requests: Option<usize>,
+    /// Repetitions of each policy (alternating); the run with the median I/O time is
+    /// reported.
+    #[arg(long, default_value_t = 1)]
+    reps: usize,
+    /// What the Markov model is trained on.
+    #[arg(long, value_enum, default_value_t = MarkovTraining::Other)]
+    markov_training: MarkovTraining,
+    /// Directory for the data files (default: the system's temporary directory).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Print JSON: one workload as {"workload", "latency_ms", "compute_ratio",
+    /// "policies": {...}}, several as {"workloads": [...]}.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct PolicyJson {
+    #[serde(flatten)]
+    report: ReportJson,
+    io_time_reduction: f64,
+    total_time_reduction: f64,
+}
+
+#[derive(Serialize)]
+struct WorkloadJson {
+    workload: String,
+    requests: usize,
+    data_bytes: u64,
+    latency_ms: f64,
+    bandwidth_mbps: f64,
+    compute_ratio: f64,
+    compute: String,
+    markov_training: String,
+    policies: BTreeMap<String, PolicyJson>,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let config = args.store.config(false)?;
+    let names = if args.workload.is_empty() {
+        workloads::names()
+    } else {
+        args.workload.clone()
+    };
+    let n = args.requests.unwrap_or(if args.workload.is_empty() {
+        DEFAULT_REQUESTS_ALL
+    } else {
+        DEFAULT_REQUESTS_ONE
+    });
+    if n < 2 {
+        bail!("--requests must be at least 2");
+    }
+    // Refuse unknown names before any work.
+    let mut loads = Vec::new();
+    for name in &names {
+        let w = workloads::generate(name, n, SEED).map_err(anyhow::Error::msg)?;
+        let train_seed = match args.markov_training {
+            MarkovTraining::Other => SEED + 1,
+            MarkovTraining::Same => SEED,
+        };
+        let train = workloads::generate(name, n, train_seed).map_err(anyhow::Error::msg)?;
+        loads.push((w, train));
+    }
+    let dir = match &args.dir {
+        Some(d) => tempfile::tempdir_in(d),
+        None => tempfile::tempdir(),
+    }
+    .context("cannot create a directory for the data files")?;
+    let reps = args.reps.max(1);
+    let bar = progress(
+        (loads.len() * reps * PolicyKind::ALL.len()) as u64,
+        args.json,
+    );
+    let mut out = Vec::new();
+    for (w, train) in &loads {
+        bar.set_message(w.name.clone());
+        let result = run_workload(w, train, &config, reps, &dir, &bar)?;
+        if !args.json {
+            bar.suspend(|| print_table(w, &result, &config, &args))?;
+        }
+        out.push(to_json(w, &result, &args));
+    }
+    bar.finish_and_clear();
+    if args.json {
+        let text = if out.len() == 1 {
+            serde_json::to_string_pretty(&out[0])?
+        } else {
+            serde_json::to_string_pretty(&serde_json::json!({ "workloads": out }))?
+        };
+        write_stdout(&format!("{text}\n"))?;
+    }
+    Ok(())
+}
+
+/// Every policy on `w`, `reps` times alternating; per policy the median run.
+fn run_workload(
+    w: &Workload,
+    train: &Workload,
+    config: &replay::ReplayConfig,
+    reps: usize,
+    dir: &tempfile::TempDir,
+    bar: &indicatif::ProgressBar,
+) -> Result<Vec<(PolicyKind, Report)>> {
+    let path = dir.path().join(format!("{}.data", w.name));
+    w.write_data(&path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    let requests: Vec<Request> = w
+        .requests
+        .iter()
+        .map(|&(offset, len)| Request {
+            stream: 0,
+            offset,
+            len,
+        })
+        .collect();
+    let mut runs: Vec<Vec<Report>> = vec![Vec::new(); PolicyKind::ALL.len()];
+    for _ in 0..reps {
+        for (i, kind) in PolicyKind::ALL.into_iter().enumerate() {
+            let policies: Vec<Box<dyn Policy>> = if kind == PolicyKind::Markov {
+                let mut m = Markov::new(DEFAULT_BLOCK);
+                m.train(&train.requests);
+                vec![Box::new(m)]
+            } else {
+                replay::policies(kind, &requests, 1, None).map_err(anyhow::Error::msg)?
+            };
+            let report = replay::replay(&path, &requests, policies, config)
+                .with_context(|| format!("{} with {kind}", w.name))?;
+            runs[i].push(report);
+            bar.inc(1);
+        }
+    }
+    std::fs::remove_file(&path).ok();
+    Ok(PolicyKind::ALL
+        .into_iter()
+        .zip(runs)
+        .map(|(kind, reports)| (kind, median_run(reports)))
+        .collect())
+}
+
+/// The run whose I/O time is the median (the lower middle one for even counts).
+fn median_run(mut reports: Vec<Report>) -> Report {
+    let times: Vec<_> = reports.iter().map(|r| r.io_time).collect();
+    let m = median(&times);
+    reports.sort_by_key(|r| r.io_time);
+    let i = reports.iter().rposition(|r| r.io_time <= m).unwrap_or(0);
+    reports.swap_remove(i)
+}
+
+fn reduction(x: f64, base: f64) -> f64 {
+    if base > 0.0 {
+        1.0 - x / base
+    } else {
+        0.0
+    }
+}
+
+fn to_json(w: &Workload, result: &[(PolicyKind, Report)], args: &Args) -> WorkloadJson {
+    let none = &result[0].1;
+    let policies = result
+        .iter()
+        .map(|(kind, r)| {
+            (
+                kind.name().to_string(),
+                PolicyJson {
+                    report: ReportJson::new(r),
+                    io_time_reduction: reduction(
+                        r.io_time.as_secs_f64(),
+                        none.io_time.as_secs_f64(),
+                    ),
+                    total_time_reduction: reduction(
+                        r.total_time.as_secs_f64(),
+                        none.total_time.as_secs_f64(),
+                    ),
+                },
+            )
+        })
+        .collect();
+    WorkloadJson {
+        workload: w.name.clone(),
+        requests: w.requests.len(),
+        data_bytes: w.file_size,
+        latency_ms: args.store.latency_ms,
+        bandwidth_mbps: args.store.bandwidth_mbps,
+        compute_ratio: args.store.compute_ratio,
+        compute: format!("{:?}", args.store.compute).to_lowercase(),
+        markov_training: format!("{:?}", args.markov_training).to_lowercase(),
+        policies,
+    }
+}
+
+fn print_table(
+    w: &Workload,
+    result: &[(PolicyKind, Report)],
+    config: &replay::ReplayConfig,
+    args: &Args,
+) -> Result<()> {
+    let none = &result[0].1;
+    let title = format!(
+        "{}: {} requests, {} read; slow store {} ms + {} MB/s ×{}; compute {} × {} ms ({}); {}",
+        w.name,
+        w.requests.len(),
+        human_bytes(w.read_bytes()),
+        args.store.latency_ms,
+        args.store.bandwidth_mbps,
+        config.store.concurrency,
+        config.compute_ratio,
+        sig3(none.mean_latency.as_secs_f64() * 1e3),
+        config.compute,
+        none.io_mode
+    );
+    let mut t = Table::new(
+        title,
+        &[
+            "policy", "I/O s", "total s", "I/O cut", "hits", "late", "misses", "accuracy",
+            "coverage", "wasted", "backend", "ns/req", "model",
+        ],
+    );
+    let pct = |x: f64| format!("{:.1}%", x * 100.0);
+    for (kind, r) in result {
+        let s = &r.stats;
+        t.row(vec![
+            kind.name().to_string(),
+            format!("{:.3}", r.io_time.as_secs_f64()),
+            format!("{:.3}", r.total_time.as_secs_f64()),
+            pct(reduction(
+                r.io_time.as_secs_f64(),
+                none.io_time.as_secs_f64(),
+            )),
+            s.hits.to_string(),
+            s.late_hits.to_string(),
+            s.misses.to_string(),
+            pct(s.accuracy()),
+            pct(s.coverage()),
+            human_bytes(s.wasted_bytes),
+            s.backend_requests.to_string(),
+            sig3(s.analyzer_ns_per_request()),
+            human_bytes(r.model_bytes),
+        ]);
+    }
+    t.note(format!(
+        "markov: {} KiB blocks, trained on {}; model = policy state in memory at the end",
+        DEFAULT_BLOCK >> 10,
+        match args.markov_training {
+            MarkovTraining::Other => "a run with another seed",
+            MarkovTraining::Same => "the same requests",
+        }
+    ));
+    t.print()?;
+    write_stdout("\n")
+}

@@ -1,0 +1,330 @@
+//! `patio replay`: replays the read requests of a trace against a data file through
+//! the prefetch engine (patio-prefetch) with one policy, over the slow-store model,
+//! and reports I/O time, total time and every counter. The slow-store and compute
+//! options and the report's JSON are shared with `patio bench prefetch`.
+
+use crate::load::load_trace;
+use anyhow::{bail, Context, Result};
+use patio_core::trace::Op;
+use patio_prefetch::replay::{self, Compute, ReplayConfig, Report, Request};
+use patio_prefetch::{EngineConfig, PolicyKind, StoreConfig};
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Slow-store and compute options of `replay` and `bench prefetch`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct StoreArgs {
+    /// Latency of every backend request, in milliseconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub latency_ms: f64,
+    /// Backend bandwidth in MB/s (10^6 bytes); 0 for unlimited.
+    #[arg(long, default_value_t = 200.0)]
+    pub bandwidth_mbps: f64,
+    /// Backend requests served at the same time.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Compute between requests, as a multiple of the mean no-prefetch latency.
+    #[arg(long, default_value_t = 1.0)]
+    pub compute_ratio: f64,
+    /// Whether compute sleeps or spins (spinning occupies a core).
+    #[arg(long, value_enum, default_value_t = ComputeArg::Sleep)]
+    pub compute: ComputeArg,
+    /// Prefetch cache budget in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub budget_mib: u64,
+    /// Prefetch worker threads.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ComputeArg {
+    Sleep,
+    Spin,
+}
+
+impl StoreArgs {
+    pub fn config(&self, verify: bool) -> Result<ReplayConfig> {
+        if !(self.latency_ms >= 0.0 && self.latency_ms.is_finite()) {
+            bail!("--latency-ms must be a finite number ≥ 0");
+        }
+        if !(self.bandwidth_mbps >= 0.0 && self.bandwidth_mbps.is_finite()) {
+            bail!("--bandwidth-mbps must be a finite number ≥ 0");
+        }
+        if !(self.compute_ratio >= 0.0 && self.compute_ratio.is_finite()) {
+            bail!("--compute-ratio must be a finite number ≥ 0");
+        }
+        if self.concurrency == 0 || self.workers == 0 || self.budget_mib == 0 {
+            bail!("--concurrency, --workers and --budget-mib must be at least 1");
+        }
+        Ok(ReplayConfig {
+            store: StoreConfig {
+                concurrency: self.concurrency,
+                ..StoreConfig::with(self.latency_ms, self.bandwidth_mbps)
+            },
+            engine: EngineConfig {
+                workers: self.workers,
+                budget: self.budget_mib << 20,
+                ..EngineConfig::default()
+            },
+            compute_ratio: self.compute_ratio,
+            compute: match self.compute {
+                ComputeArg::Sleep => Compute::Sleep,
+                ComputeArg::Spin => Compute::Spin,
+            },
+            verify,
+        })
+    }
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Trace to replay (.darshan, .csv, .ptrace); its read requests are replayed.
+    trace: PathBuf,
+    /// Data file the reads go to (at least as large as the trace's read extent).
+    #[arg(long)]
+    data: PathBuf,
+    /// Prediction policy: none, readahead, stride, markov, pattern, oracle.
+    #[arg(long)]
+    policy: String,
+    /// Replay only the N-th read stream (0-based, in the order `patio analyze` lists
+    /// them); default: all read streams interleaved in time order.
+    #[arg(long)]
+    stream: Option<usize>,
+    /// Start from a model saved by an earlier run (markov, pattern).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Save the learned model after the run (markov, pattern).
+    #[arg(long)]
+    save_model: Option<PathBuf>,
+    /// Compare every read with the data file (outside the timed regions).
+    #[arg(long)]
+    verify: bool,
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The report of one replay, as printed with `--json`.
+#[derive(Serialize, Clone, Debug)]
+pub struct ReportJson {
+    pub policy: String,
+    pub requests: u64,
+    pub streams: usize,
+    pub io_time_s: f64,
+    pub total_time_s: f64,
+    pub compute_time_s: f64,
+    pub mean_latency_ms: f64,
+    pub compute_gap_ms: f64,
+    pub hits: u64,
+    pub late_hits: u64,
+    pub misses: u64,
+    pub partial_hits: u64,
+    pub accuracy: f64,
+    pub coverage: f64,
+    pub read_bytes: u64,
+    pub cache_bytes: u64,
+    pub prefetch_requests: u64,
+    pub prefetched_bytes: u64,
+    pub used_bytes: u64,
+    pub wasted_bytes: u64,
+    pub backend_requests: u64,
+    pub backend_bytes: u64,
+    pub analyzer_ns_per_request: f64,
+    pub model_bytes: u64,
+    pub max_stream_model_bytes: u64,
+    pub saved_model_bytes: u64,
+    pub peak_cache_bytes: u64,
+    pub cache_budget_bytes: u64,
+    pub io_mode: String,
+}
+
+impl ReportJson {
+    pub fn new(r: &Report) -> Self {
+        let s = &r.stats;
+        ReportJson {
+            policy: r.policy.clone(),
+            requests: r.requests,
+            streams: r.streams,
+            io_time_s: r.io_time.as_secs_f64(),
+            total_time_s: r.total_time.as_secs_f64(),
+            compute_time_s: r.compute_time.as_secs_f64(),
+            mean_latency_ms: r.mean_latency.as_secs_f64() * 1e3,
+            compute_gap_ms: r.compute_gap.as_secs_f64() * 1e3,
+            hits: s.hits,
+            late_hits: s.late_hits,
+            misses: s.misses,
+            partial_hits: s.partial_hits,
+            accuracy: s.accuracy(),
+            coverage: s.coverage(),
+            read_bytes: s.read_bytes,
+            cache_bytes: s.cache_bytes,
+            prefetch_requests: s.prefetch_requests,
+            prefetched_bytes: s.prefetched_bytes,
+            used_bytes: s.used_bytes,
+            wasted_bytes: s.wasted_bytes,
+            backend_requests: s.backend_requests,
+            backend_bytes: s.backend_bytes,
+            analyzer_ns_per_request: s.analyzer_ns_per_request(),
+            model_bytes: r.model_bytes,
+            max_stream_model_bytes: r.max_stream_model_bytes,
+            saved_model_bytes: r.saved_model_bytes(),
+            peak_cache_bytes: s.peak_cache_bytes,
+            cache_budget_bytes: s.budget_bytes,
+            io_mode: r.io_mode.clone(),
+        }
+    }
+}
+
+/// The read requests of a trace: one stream, or all read streams interleaved by
+/// start time; returns them and the number of streams.
+fn read_requests(args: &Args) -> Result<(Vec<Request>, usize)> {
+    let trace = load_trace(&args.trace)?;
+    let reads: Vec<_> = trace
+        .streams
+        .iter()
+        .filter(|s| s.key.op == Op::Read && !s.is_empty())
+        .collect();
+    if reads.is_empty() {
+        bail!("{}: the trace has no read requests", args.trace.display());
+    }
+    let chosen: Vec<_> = match args.stream {
+        Some(i) if i >= reads.len() => bail!(
+            "--stream {i}: the trace has {} read streams (0 to {})",
+            reads.len(),
+            reads.len() - 1
+        ),
+        Some(i) => vec![reads[i]],
+        None => reads,
+    };
+    let mut timed: Vec<(f64, Request)> = Vec::new();
+    for (s, stream) in chosen.iter().enumerate() {
+        for i in 0..stream.len() {
+            let request = Request {
+                stream: s,
+                offset: stream.offsets[i],
+                len: stream.lengths[i],
+            };
+            timed.push((stream.starts[i], request));
+        }
+    }
+    timed.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok((timed.into_iter().map(|t| t.1).collect(), chosen.len()))
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let kind: PolicyKind = args.policy.parse().map_err(anyhow::Error::msg)?;
+    let config = args.store.config(args.verify)?;
+    let size = std::fs::metadata(&args.data)
+        .with_context(|| format!("cannot open data file {}", args.data.display()))?
+        .len();
+    let (requests, streams) = read_requests(&args)?;
+    replay::check(&requests, streams, &args.data, size)?;
+    let models = match &args.model {
+        Some(path) => {
+            if !kind.has_model() {
+                bail!("--model: the {kind} policy takes no model");
+            }
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("cannot read model {}", path.display()))?;
+            Some(
+                replay::load_models(&bytes)
+                    .with_context(|| format!("{}: not a saved patio model", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    if args.save_model.is_some() && !kind.has_model() {
+        bail!("--save-model: the {kind} policy learns no model");
+    }
+    let policies = replay::policies(kind, &requests, streams, models.as_deref())
+        .map_err(anyhow::Error::msg)?;
+    let report = replay::replay(&args.data, &requests, policies, &config)
+        .with_context(|| format!("replay of {}", args.trace.display()))?;
+    if let Some(path) = &args.save_model {
+        std::fs::write(path, replay::save_models(&report.models))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let json = ReportJson::new(&report);
+    if args.json {
+        let text = serde_json::to_string_pretty(&json)?;
+        return crate::bench::write_stdout(&format!("{text}\n"));
+    }
+    crate::bench::write_stdout(&render(&json, &config))
+}
+
+fn render(j: &ReportJson, config: &ReplayConfig) -> String {
+    use crate::bench::{grouped, human_bytes, sig3};
+    let pct = |x: f64| format!("{:.1}%", x * 100.0);
+    let lines = [
+        ("policy", j.policy.clone()),
+        (
+            "requests",
+            format!("{} in {} stream(s)", grouped(j.requests), j.streams),
+        ),
+        (
+            "slow store",
+            format!(
+                "{} ms + {} MB/s, {} concurrent; data read with {}",
+                config.store.latency.as_secs_f64() * 1e3,
+                config.store.bandwidth / 1e6,
+                config.store.concurrency,
+                j.io_mode
+            ),
+        ),
+        (
+            "compute",
+            format!(
+                "{} × {} ms mean no-prefetch latency = {} ms per request ({})",
+                config.compute_ratio,
+                sig3(j.mean_latency_ms),
+                sig3(j.compute_gap_ms),
+                config.compute
+            ),
+        ),
+        ("I/O time", format!("{:.3} s", j.io_time_s)),
+        ("total time", format!("{:.3} s", j.total_time_s)),
+        (
+            "hits / late / misses",
+            format!("{} / {} / {}", j.hits, j.late_hits, j.misses),
+        ),
+        ("accuracy", pct(j.accuracy)),
+        ("coverage", pct(j.coverage)),
+        (
+            "prefetched / wasted",
+            format!(
+                "{} / {}",
+                human_bytes(j.prefetched_bytes),
+                human_bytes(j.wasted_bytes)
+            ),
+        ),
+        (
+            "backend",
+            format!(
+                "{} requests, {}",
+                grouped(j.backend_requests),
+                human_bytes(j.backend_bytes)
+            ),
+        ),
+        (
+            "analyzer",
+            format!("{} ns per request", sig3(j.analyzer_ns_per_request)),
+        ),
+        (
+            "model",
+            format!(
+                "{} in memory (largest stream {}), {} saved",
+                human_bytes(j.model_bytes),
+                human_bytes(j.max_stream_model_bytes),
+                human_bytes(j.saved_model_bytes)
+            ),
+        ),
+    ];
+    let width = lines.iter().map(|l| l.0.len()).max().unwrap_or(0);
+    lines
+        .iter()
+        .map(|(k, v)| format!("{k:<width$}  {v}\n"))
+        .collect()
+}
