@@ -126,6 +126,8 @@ pub struct Predictor {
     /// Requests the active pattern has predicted correctly.
     confirmed: u64,
     strikes: u32,
+    /// The last request matched by skipping one predicted element.
+    skipped: bool,
     remembered: VecDeque<Body>,
     /// `(offset, successors with counts, times seen)`, most recent first.
     correlation: VecDeque<Correlated>,
@@ -141,6 +143,7 @@ impl Predictor {
             active: None,
             confirmed: 0,
             strikes: 0,
+            skipped: false,
             remembered: VecDeque::new(),
             correlation: VecDeque::new(),
         }
@@ -185,11 +188,15 @@ impl Predictor {
             Some(Active::Pattern {
                 init, body, next, ..
             }) => {
-                // The expected element, or the one after it (one predicted request skipped).
-                let step = (0..2).find(|&s| element(*init, body, *next + s) == Some(offset));
+                // The expected element, or the one after it (one predicted request
+                // skipped) — but not twice in a row, which would lock onto a stride of
+                // half the real one.
+                let skips = if self.skipped { 1 } else { 2 };
+                let step = (0..skips).find(|&s| element(*init, body, *next + s) == Some(offset));
                 if let Some(s) = step {
                     *next += s + 1;
                 }
+                self.skipped = step == Some(1);
                 step.is_some()
             }
         };
@@ -249,6 +256,7 @@ impl Predictor {
         self.active = Some(active);
         self.confirmed = 0;
         self.strikes = 0;
+        self.skipped = false;
     }
 
     /// The latest detected node of at least four elements whose extrapolation explains
@@ -282,26 +290,29 @@ impl Predictor {
     /// A remembered body whose beginning matches the longest tail of the history
     /// (at least the last request).
     fn explaining_memory(&self, offsets: &[i64]) -> Option<Active> {
+        // The longest tail any remembered body explains. One request is enough only
+        // when nothing is being followed (the start of a repeated run); against an
+        // active pattern it takes two, so a lone random request cannot replace it.
+        let shortest = if self.active.is_some() { 2 } else { 1 };
+        let mut best: Option<(usize, &Body)> = None;
         for body in &self.remembered {
             let longest = offsets.len().min(body.len().min(u32::MAX as u64) as usize);
-            for m in (1..=longest).rev() {
+            let explained = (shortest..=longest).rev().find(|&m| {
                 let tail = &offsets[offsets.len() - m..];
-                let init = tail[0];
-                if tail
-                    .iter()
+                tail.iter()
                     .enumerate()
-                    .all(|(i, &o)| element(init, body, i as u64) == Some(o as u64))
-                {
-                    return Some(Active::Pattern {
-                        init,
-                        body: body.clone(),
-                        next: m as u64,
-                        remembered: true,
-                    });
-                }
+                    .all(|(i, &o)| element(tail[0], body, i as u64) == Some(o as u64))
+            });
+            if let Some(m) = explained.filter(|&m| best.is_none_or(|(b, _)| m > b)) {
+                best = Some((m, body));
             }
         }
-        None
+        best.map(|(m, body)| Active::Pattern {
+            init: offsets[offsets.len() - m],
+            body: body.clone(),
+            next: m as u64,
+            remembered: true,
+        })
     }
 
     fn learn_correlation(&mut self, offset: u64, len: u64) {
@@ -569,6 +580,41 @@ mod tests {
         assert!(!p.observe(999_999_999, 4096));
         assert!(p.observe(10 * 4096 * 3, 4096));
         assert_eq!(p.following(), Following::Strided);
+    }
+
+    #[test]
+    fn a_random_request_does_not_switch_to_a_remembered_pattern() {
+        let mut p = Predictor::new(OnlineConfig::default());
+        // Remember a stride-100 pattern, then lock onto a stride-4096 one.
+        run(
+            &mut p,
+            &(0..10).map(|i| 1_000_000 + i * 100).collect::<Vec<_>>(),
+            8,
+        );
+        run(&mut p, &(0..10).map(|i| i * 4096).collect::<Vec<_>>(), 8);
+        assert!(!p.observe(777_777, 8));
+        assert!(
+            p.observe(10 * 4096, 8),
+            "the stride-4096 pattern survives one random request"
+        );
+    }
+
+    #[test]
+    fn skips_do_not_lock_onto_half_the_stride() {
+        let mut p = Predictor::new(OnlineConfig::default());
+        run(&mut p, &(0..10).map(|i| i * 32).collect::<Vec<_>>(), 8);
+        p.observe(5_000_000, 8);
+        p.observe(9_000_000, 8);
+        p.observe(13_000_000, 8);
+        // A stride of 64 from a fresh start: every request would "match" stride 32 by
+        // skipping one; the analyzer must find the real stride instead.
+        let hits = run(
+            &mut p,
+            &(0..20).map(|i| 100_000 + i * 64).collect::<Vec<_>>(),
+            8,
+        );
+        assert!(hits[8..].iter().all(|&h| h), "{hits:?}");
+        assert_eq!(p.predict(1)[0].offset, 100_000 + 20 * 64);
     }
 
     #[test]
