@@ -30,19 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_cli import patio_binary
 
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
 IS_ROOT = os.geteuid() == 0
-
-
-def patio_binary() -> str:
-    for candidate in (REPO / ".venv" / "bin" / "patio", REPO / "target" / "release" / "patio"):
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which("patio")
-    assert found, "the patio binary is not built: run scripts/setup.sh"
-    return found
 
 
 def patio(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
