@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 /// Identifies a file inside one cache.
@@ -102,12 +102,19 @@ impl Slot {
     }
 }
 
-/// Waste attributed to whoever issued an entry (a stream), so that it can prefetch
-/// less.
+/// Byte counters of whoever issued an entry (a stream): its waste, so that it can
+/// prefetch less, and what it prefetched and used, for per-stream statistics.
 #[derive(Debug, Default)]
 pub struct Owner {
     pub wasted_events: AtomicU64,
     pub wasted_bytes: AtomicU64,
+    /// Bytes of the owner's completed prefetches.
+    pub prefetched_bytes: AtomicU64,
+    /// Bytes of the owner's completed prefetches that reads used.
+    pub used_bytes: AtomicU64,
+    /// Set when the owner is gone: its prefetches that complete afterwards are
+    /// dropped at once as waste instead of waiting in the cache for eviction.
+    pub closed: AtomicBool,
 }
 
 /// One piece of a read, in file order.
@@ -353,6 +360,9 @@ impl Cache {
             let (complete, ready) = (e.used_bytes() == e.len, matches!(e.data, Data::Ready(_)));
             if ready {
                 self.stats.used += new;
+                if let Some(owner) = &e.owner {
+                    owner.used_bytes.fetch_add(new, Ordering::Relaxed);
+                }
                 if complete {
                     self.remove(key, false);
                 } else {
@@ -450,8 +460,17 @@ impl Cache {
                 e.data = Data::Ready(d);
                 self.stats.prefetched += e.len;
                 self.stats.used += used;
+                let mut orphan = false;
+                if let Some(owner) = &e.owner {
+                    owner.prefetched_bytes.fetch_add(e.len, Ordering::Relaxed);
+                    owner.used_bytes.fetch_add(used, Ordering::Relaxed);
+                    orphan = owner.closed.load(Ordering::Relaxed);
+                }
                 if used == e.len {
                     self.remove(key, false);
+                } else if orphan {
+                    // Its stream has ended: nobody will read it.
+                    self.remove(key, true);
                 } else {
                     self.tick += 1;
                     e.tick = self.tick;
@@ -472,6 +491,16 @@ impl Cache {
             Some(e) if e.id == id && e.used.is_empty() && matches!(e.data, Data::Ready(_)) => {
                 self.remove(key, true)
             }
+            _ => 0,
+        }
+    }
+
+    /// Drops entry `id` at `(file, offset)` if it is ready, counting its unused bytes
+    /// as waste (its stream has ended); returns the bytes wasted.
+    pub fn release(&mut self, file: FileId, offset: u64, id: u64) -> u64 {
+        let key = (file, offset);
+        match self.entries.get(&key) {
+            Some(e) if e.id == id && matches!(e.data, Data::Ready(_)) => self.remove(key, true),
             _ => 0,
         }
     }

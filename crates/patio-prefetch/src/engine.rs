@@ -32,7 +32,12 @@
 //! * **Counters** ([`Stats`]): hits, late hits, misses (a read with any byte from the
 //!   backend; `partial_hits` of them had some bytes from the cache), accuracy (used /
 //!   prefetched bytes), coverage (read bytes served from prefetches / read bytes),
-//!   wasted bytes, backend requests and bytes, analyzer time.
+//!   wasted bytes, backend requests and bytes, analyzer time — for the whole engine
+//!   ([`Engine::stats`]) and for one stream ([`StreamReader::stats`]).
+//! * **A stream that ends** (its reader is dropped or [`StreamReader::close`]d)
+//!   takes its prefetches with it: ready ones are dropped as waste at once, queued
+//!   ones are cancelled, and running ones are dropped as waste when they complete, so
+//!   long-lived engines whose files come and go keep no orphaned bytes.
 
 use crate::backend::DataFile;
 use crate::cache::{Cache, CacheStats, FileId, Owner, Piece, Reserved};
@@ -160,6 +165,10 @@ struct Counters {
     prefetch_backend_requests: AtomicU64,
     prefetch_backend_bytes: AtomicU64,
     analyzer_ns: AtomicU64,
+    /// Per stream only (the engine's come from the cache): prefetches taken over by
+    /// the stream's reads, and hints refused for lack of budget.
+    stolen: AtomicU64,
+    refused: AtomicU64,
 }
 
 fn add(c: &AtomicU64, v: u64) {
@@ -173,6 +182,9 @@ fn get(c: &AtomicU64) -> u64 {
 struct Job {
     file: Arc<DataFile>,
     reserved: Reserved,
+    /// The issuing stream's counters and cache owner.
+    stream: Arc<Counters>,
+    owner: Arc<Owner>,
 }
 
 struct Shared {
@@ -275,6 +287,7 @@ impl Engine {
                 .initial_depth
                 .clamp(1, self.config.max_depth.max(1)),
             owner: Arc::new(Owner::default()),
+            local: Arc::new(Counters::default()),
             seen_waste: 0,
             last_cut: 0,
             issued: VecDeque::new(),
@@ -355,20 +368,24 @@ fn worker(shared: &Shared, rx: &Mutex<mpsc::Receiver<Job>>) {
             Err(_) => return,
         };
         let r = &job.reserved;
-        let c = &shared.counters;
-        if shared.cancel.load(Ordering::SeqCst) {
+        let (c, own) = (&shared.counters, &*job.stream);
+        let both = |f: fn(&Counters) -> &AtomicU64, v: u64| {
+            add(f(c), v);
+            add(f(own), v);
+        };
+        if shared.cancel.load(Ordering::SeqCst) || job.owner.closed.load(Ordering::Relaxed) {
             if r.slot.start() {
                 r.slot
                     .finish(Err(Arc::new(io::Error::other("prefetch cancelled"))));
                 shared.cache().complete(r.file, r.offset, r.id, None);
-                add(&c.prefetch_cancelled, 1);
+                both(|c| &c.prefetch_cancelled, 1);
             }
         } else if r.slot.start() {
             let result = job.file.read(r.offset, r.len);
-            add(&c.prefetch_backend_requests, 1);
+            both(|c| &c.prefetch_backend_requests, 1);
             match result {
                 Ok(bytes) if bytes.len() as u64 == r.len => {
-                    add(&c.prefetch_backend_bytes, r.len);
+                    both(|c| &c.prefetch_backend_bytes, r.len);
                     let data: Arc<[u8]> = bytes.into();
                     r.slot.finish(Ok(data.clone()));
                     shared.cache().complete(r.file, r.offset, r.id, Some(data));
@@ -378,7 +395,7 @@ fn worker(shared: &Shared, rx: &Mutex<mpsc::Receiver<Job>>) {
                         Err(e) => e,
                         Ok(_) => io::Error::new(io::ErrorKind::UnexpectedEof, "file shrank"),
                     };
-                    add(&c.prefetch_failed, 1);
+                    both(|c| &c.prefetch_failed, 1);
                     r.slot.finish(Err(Arc::new(e)));
                     shared.cache().complete(r.file, r.offset, r.id, None);
                 }
@@ -405,6 +422,8 @@ pub struct StreamReader {
     policy: Box<dyn Policy>,
     depth: usize,
     owner: Arc<Owner>,
+    /// This stream's share of the engine's counters.
+    local: Arc<Counters>,
     seen_waste: u64,
     /// Read count at the last depth cut.
     last_cut: u64,
@@ -427,12 +446,9 @@ impl StreamReader {
     pub fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
         let size = self.file.file.size();
         let n = (buf.len() as u64).min(size.saturating_sub(offset));
-        let shared = self.shared.clone();
-        let c = &shared.counters;
-
         let start = Instant::now();
         let hints = self.policy.observe(offset, buf.len() as u64, self.depth);
-        add(&c.analyzer_ns, start.elapsed().as_nanos() as u64);
+        self.count(|c| &c.analyzer_ns, start.elapsed().as_nanos() as u64);
         self.reads += 1;
         self.react_to_waste();
         self.expire();
@@ -470,6 +486,9 @@ impl StreamReader {
                     offset: o, stolen, ..
                 } => {
                     late |= stolen;
+                    if stolen {
+                        self.count(|c| &c.stolen, 1);
+                    }
                     missed = true;
                     self.demand(o, out)?;
                 }
@@ -477,18 +496,18 @@ impl StreamReader {
             at += len;
         }
 
-        add(&c.requests, 1);
-        add(&c.read_bytes, n);
-        add(&c.cache_bytes, from_cache);
+        self.count(|c| &c.requests, 1);
+        self.count(|c| &c.read_bytes, n);
+        self.count(|c| &c.cache_bytes, from_cache);
         if missed {
-            add(&c.misses, 1);
+            self.count(|c| &c.misses, 1);
             if from_cache > 0 {
-                add(&c.partial_hits, 1);
+                self.count(|c| &c.partial_hits, 1);
             }
         } else if late {
-            add(&c.late_hits, 1);
+            self.count(|c| &c.late_hits, 1);
         } else {
-            add(&c.hits, 1);
+            self.count(|c| &c.hits, 1);
         }
         if late {
             self.depth = (self.depth + 1).min(self.config.max_depth.max(1));
@@ -509,10 +528,72 @@ impl StreamReader {
             ));
         }
         out.copy_from_slice(&data);
-        let c = &self.shared.counters;
-        add(&c.demand_requests, 1);
-        add(&c.demand_bytes, data.len() as u64);
+        self.count(|c| &c.demand_requests, 1);
+        self.count(|c| &c.demand_bytes, data.len() as u64);
         Ok(())
+    }
+
+    /// Adds `v` to one counter of the engine and of this stream.
+    fn count(&self, f: fn(&Counters) -> &AtomicU64, v: u64) {
+        add(f(&self.shared.counters), v);
+        add(f(&self.local), v);
+    }
+
+    /// This stream's counters: its reads, its prefetches and their use. The cache's
+    /// `budget_bytes`, `resident_bytes`, `peak_cache_bytes` and `evictions` are the
+    /// engine's (one budget for all streams). Bytes of prefetches still in flight are
+    /// not yet counted as prefetched.
+    pub fn stats(&self) -> Stats {
+        let c = &*self.local;
+        let o = &*self.owner;
+        let cs: CacheStats = self.shared.cache().stats();
+        let prefetch_backend_requests = get(&c.prefetch_backend_requests);
+        let prefetch_backend_bytes = get(&c.prefetch_backend_bytes);
+        Stats {
+            requests: get(&c.requests),
+            hits: get(&c.hits),
+            late_hits: get(&c.late_hits),
+            misses: get(&c.misses),
+            partial_hits: get(&c.partial_hits),
+            read_bytes: get(&c.read_bytes),
+            cache_bytes: get(&c.cache_bytes),
+            demand_requests: get(&c.demand_requests),
+            demand_bytes: get(&c.demand_bytes),
+            prefetch_requests: get(&c.prefetch_requests),
+            prefetch_issued_bytes: get(&c.prefetch_issued_bytes),
+            prefetch_cancelled: get(&c.prefetch_cancelled),
+            prefetch_failed: get(&c.prefetch_failed),
+            prefetched_bytes: o.prefetched_bytes.load(Ordering::Relaxed),
+            used_bytes: o.used_bytes.load(Ordering::Relaxed),
+            wasted_bytes: o.wasted_bytes.load(Ordering::Relaxed),
+            backend_requests: get(&c.demand_requests) + prefetch_backend_requests,
+            backend_bytes: get(&c.demand_bytes) + prefetch_backend_bytes,
+            stolen: get(&c.stolen),
+            refused: get(&c.refused),
+            evictions: cs.evictions,
+            budget_bytes: cs.budget,
+            resident_bytes: cs.resident,
+            peak_cache_bytes: cs.peak,
+            analyzer_ns: get(&c.analyzer_ns),
+        }
+    }
+
+    /// Ends the stream (as dropping it does) and returns its final counters: its
+    /// ready prefetches that no read used are counted as waste and dropped, queued
+    /// ones are cancelled, and those still running are dropped when they complete
+    /// (their bytes are not in the returned counters).
+    pub fn close(mut self) -> Stats {
+        self.release();
+        self.stats()
+    }
+
+    /// Ends the stream's prefetches (see [`StreamReader::close`]).
+    fn release(&mut self) {
+        self.owner.closed.store(true, Ordering::Relaxed);
+        let mut cache = self.shared.cache();
+        for i in self.issued.drain(..) {
+            cache.release(self.file.id, i.offset, i.id);
+        }
     }
 
     /// Halves the depth when some of this stream's prefetched bytes were wasted
@@ -552,7 +633,6 @@ impl StreamReader {
     fn issue(&mut self, hints: &[Hint], offset: u64, n: u64) {
         let size = self.file.file.size();
         let shared = self.shared.clone();
-        let c = &shared.counters;
         let mut jobs = Vec::new();
         {
             let mut cache = shared.cache();
@@ -570,6 +650,7 @@ impl StreamReader {
                             let Some(r) =
                                 cache.reserve(self.file.id, at, len, Some(self.owner.clone()))
                             else {
+                                self.count(|c| &c.refused, 1);
                                 break 'hints;
                             };
                             self.issued.push_back(Issued {
@@ -581,6 +662,8 @@ impl StreamReader {
                             jobs.push(Job {
                                 file: self.file.file.clone(),
                                 reserved: r,
+                                stream: self.local.clone(),
+                                owner: self.owner.clone(),
                             });
                             at += len;
                         }
@@ -594,8 +677,8 @@ impl StreamReader {
         let sender = self.shared.sender.lock().expect("sender poisoned").clone();
         let mut cache_rollback = Vec::new();
         for job in jobs {
-            add(&c.prefetch_requests, 1);
-            add(&c.prefetch_issued_bytes, job.reserved.len);
+            self.count(|c| &c.prefetch_requests, 1);
+            self.count(|c| &c.prefetch_issued_bytes, job.reserved.len);
             *self.shared.pending.lock().expect("pending poisoned") += 1;
             let sent = match &sender {
                 Some(tx) => tx.send(job).map_err(|e| e.0),
@@ -619,12 +702,9 @@ impl StreamReader {
 }
 
 impl Drop for StreamReader {
-    /// Prefetches of a stream that ends are of no use to anyone: unused ones go.
+    /// Prefetches of a stream that ends are of no use to anyone: they go.
     fn drop(&mut self) {
-        let mut cache = self.shared.cache();
-        for i in self.issued.drain(..) {
-            cache.expire_if_unused(self.file.id, i.offset, i.id);
-        }
+        self.release();
     }
 }
 

@@ -322,3 +322,64 @@ fn models_survive_a_round_trip_through_a_replay() {
         assert!(replay::policies(kind, &reqs, 2, Some(&models)).is_err());
     }
 }
+
+#[test]
+fn stream_counters_add_up_to_the_engine_and_closed_streams_leave_nothing() {
+    let (_dir, path, w) = with_data("strided", 80);
+    let engine = Engine::new(EngineConfig::default());
+    let file = engine.add_file(DataFile::open(&path, SlowStore::new(fast_store())).unwrap());
+    let mut a = engine.stream(&file, PolicyKind::Pattern.build(&[], None).unwrap());
+    let mut b = engine.stream(&file, PolicyKind::Readahead.build(&[], None).unwrap());
+    let mut buf = vec![0u8; workloads::SIZE as usize];
+    for (i, &(o, l)) in w.requests.iter().enumerate() {
+        let reader = if i % 3 == 0 { &mut b } else { &mut a };
+        assert_eq!(
+            reader.read_at(o, &mut buf[..l as usize]).unwrap(),
+            l as usize
+        );
+    }
+    let (sa, sb) = (a.stats(), b.stats());
+    for s in [&sa, &sb] {
+        assert_eq!(s.hits + s.late_hits + s.misses, s.requests, "{s:?}");
+        assert_eq!(s.cache_bytes + s.demand_bytes, s.read_bytes, "{s:?}");
+        assert!(s.used_bytes <= s.prefetched_bytes, "{s:?}");
+    }
+    assert_eq!(sa.requests + sb.requests, w.requests.len() as u64);
+    // Both streams ended: every prefetched byte is used or wasted once the prefetches
+    // still running have completed, and nothing stays in the cache.
+    let (fa, fb) = (a.close(), b.close());
+    assert_eq!(fa.requests, sa.requests);
+    let s = engine.quiesce();
+    assert_eq!(s.resident_bytes, 0, "{s:?}");
+    assert_eq!(s.prefetched_bytes, s.used_bytes + s.wasted_bytes, "{s:?}");
+    assert_eq!(s.requests, fa.requests + fb.requests);
+    assert_eq!(s.hits, fa.hits + fb.hits);
+    assert_eq!(s.misses, fa.misses + fb.misses);
+    assert_eq!(s.read_bytes, fa.read_bytes + fb.read_bytes);
+    assert_eq!(s.demand_bytes, fa.demand_bytes + fb.demand_bytes);
+    assert!(fa.prefetched_bytes > 0, "{fa:?}");
+    assert!(fa.prefetched_bytes + fb.prefetched_bytes <= s.prefetched_bytes);
+}
+
+#[test]
+fn prefetches_completing_after_their_stream_ended_are_dropped() {
+    let (_dir, path, w) = with_data("strided", 8);
+    let engine = Engine::new(EngineConfig::default());
+    let store = SlowStore::new(StoreConfig {
+        latency: Duration::from_millis(30),
+        jitter: 0.0,
+        ..StoreConfig::default()
+    });
+    let file = engine.add_file(DataFile::open(&path, store).unwrap());
+    let mut reader = engine.stream(&file, PolicyKind::Oracle.build(&w.requests, None).unwrap());
+    let mut buf = vec![0u8; workloads::SIZE as usize];
+    reader.read_at(w.requests[0].0, &mut buf).unwrap();
+    let s = reader.close();
+    assert!(s.prefetch_requests > 0, "{s:?}");
+    // Wait for the workers without quiesce (which would drain the cache anyway).
+    std::thread::sleep(Duration::from_millis(200));
+    let e = engine.stats();
+    assert_eq!(e.resident_bytes, 0, "{e:?}");
+    assert_eq!(e.used_bytes, 0);
+    assert_eq!(e.prefetched_bytes, e.wasted_bytes, "{e:?}");
+}
