@@ -9,14 +9,23 @@
 //! * [`tracing`] — the observer that records those requests into patio-core's trace
 //!   model (module `FUSE`, the file's path inside the mount, the caller's pid as rank,
 //!   the op) and writes the trace when the mount ends: `patio mount trace`.
+//! * [`prefetch`] — the observer that serves every read of a file through
+//!   patio-prefetch's engine (one stream reader and policy per open file handle, one
+//!   cache budget for the mount, optionally over the slow-store model) and drops
+//!   cached bytes that writes overwrite: `patio mount prefetch`.
 //! * [`session`] — the mount lifecycle shared by every mount: checks of the source
 //!   directory and the mount point, mounting, waiting for SIGINT/SIGTERM/SIGHUP or an
 //!   external `fusermount3 -u`, and unmounting (lazily, on a second signal, when the
 //!   mount point is busy).
 //!
-//! Dependencies point one way: patio-fs uses patio-core; the CLI uses patio-fs.
+//! Dependencies point one way: patio-fs uses patio-core and patio-prefetch; the CLI
+//! uses patio-fs.
+
+use std::fs;
+use std::path::{Path, PathBuf};
 
 pub mod passthrough;
+pub mod prefetch;
 pub mod session;
 pub mod tracing;
 
@@ -52,4 +61,53 @@ pub type Result<T> = std::result::Result<T, FsError>;
 /// A path as shown in messages.
 pub(crate) fn shown(p: &std::path::Path) -> String {
     p.display().to_string()
+}
+
+/// Checks before mounting that a file the mount writes when it ends (`what`, named by
+/// option `flag`) can be written at `out`: its directory exists, is outside the mount
+/// point, and accepts the file. Nothing is left behind.
+pub fn check_output(out: &Path, mountpoint: &Path, flag: &str, what: &str) -> Result<()> {
+    if out.file_name().is_none() {
+        return Err(FsError::Invalid(format!(
+            "{flag} {}: not a file name",
+            shown(out)
+        )));
+    }
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let dir = fs::canonicalize(&parent).map_err(|e| {
+        FsError::io(
+            format!(
+                "cannot write {what} {}: directory {}",
+                shown(out),
+                shown(&parent)
+            ),
+            e,
+        )
+    })?;
+    if dir.starts_with(mountpoint) {
+        return Err(FsError::Invalid(format!(
+            "{what} {} would be written inside the mount point {}",
+            shown(out),
+            shown(mountpoint)
+        )));
+    }
+    if out.is_dir() {
+        return Err(FsError::Invalid(format!(
+            "{what} {} is a directory",
+            shown(out)
+        )));
+    }
+    let existed = out.exists();
+    fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(out)
+        .map_err(|e| FsError::io(format!("cannot write {what} {}", shown(out)), e))?;
+    if !existed {
+        let _ = fs::remove_file(out);
+    }
+    Ok(())
 }

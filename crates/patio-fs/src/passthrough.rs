@@ -27,6 +27,13 @@
 //!   path it was opened under, the caller's pid, the offset, the bytes actually
 //!   transferred and when the daemon started and finished it. Failed requests are not
 //!   reported; zero-byte reads (at end of file) are.
+//! * **Serving reads.** An observer may serve the reads of a file itself: when a file
+//!   is opened or created with read access, [`Observer::open_reader`] may return a
+//!   [`FileReader`] that then answers every read of that file handle instead of
+//!   `pread` (the prefetch mount); it is dropped when the handle is released. Every
+//!   change of a file's bytes made through the mount — a write, a truncation, a
+//!   `fallocate` — is reported to [`Observer::changed`] after it happened, with the
+//!   identity of the real file, so that what such a reader keeps can be dropped.
 //! * **Attributes** are cached by the kernel for [`Options::ttl`] (1 s by default):
 //!   changes made directly in the source directory, bypassing the mount, can take that
 //!   long to show through it.
@@ -68,10 +75,57 @@ pub struct IoEvent<'a> {
     pub end: Instant,
 }
 
-/// Sees every read and write the mount served. Called on the FUSE worker threads,
-/// before the reply is sent: keep it short.
+/// The identity of a real file in the source: device and inode number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl FileId {
+    fn of(m: &Metadata) -> Self {
+        FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+        }
+    }
+}
+
+/// A change of a file's bytes made through the mount.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataChange {
+    /// `[offset, offset + len)` was written (or zeroed, punched, shifted: `fallocate`
+    /// reports everything from `offset` on).
+    Written { offset: u64, len: u64 },
+    /// The file was truncated or extended to `size` bytes.
+    Resized { size: u64 },
+}
+
+/// Serves the reads of one open file handle in place of `pread` on the real file.
+pub trait FileReader: Send + Sync {
+    /// Fills `buf` with the bytes at `offset` of `file` (the real file, opened with the
+    /// application's flags); fewer only at the end of the file.
+    fn read_at(&self, file: &File, offset: u64, buf: &mut [u8]) -> io::Result<usize>;
+}
+
+/// Sees every read and write the mount served, and may serve reads itself. Called on
+/// the FUSE worker threads, before the reply is sent: keep it short.
 pub trait Observer: Send + Sync + 'static {
     fn io(&self, event: &IoEvent<'_>);
+
+    /// A file was opened or created with read access as `path`: a reader that serves
+    /// the reads of this handle, or `None` for `pread` on `file`.
+    fn open_reader(
+        &self,
+        _path: &Arc<str>,
+        _id: FileId,
+        _file: &File,
+    ) -> Option<Box<dyn FileReader>> {
+        None
+    }
+
+    /// The bytes of file `id` changed through the mount (reported after the change).
+    fn changed(&self, _id: FileId, _change: DataChange) {}
 }
 
 /// Observes nothing: a plain passthrough mount.
@@ -360,6 +414,9 @@ struct OpenFile {
     file: File,
     /// Path inside the mount when opened, for observers.
     path: Arc<str>,
+    id: FileId,
+    /// Serves the reads of this handle instead of `pread`, when the observer wants to.
+    reader: Option<Box<dyn FileReader>>,
 }
 
 /// The attributes a `setattr` request changes.
@@ -437,14 +494,31 @@ impl<O: Observer> PassthroughFs<O> {
             .ok_or(Errno::from_i32(libc::EBADF))
     }
 
-    fn add_handle(&self, file: File, rel: &Path) -> u64 {
-        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+    /// Registers an open file (`flags`: the application's open flags) and returns its
+    /// handle; the observer may take over its reads.
+    fn add_handle(&self, file: File, rel: &Path, flags: i32) -> R<u64> {
+        let id = FileId::of(&sys(file.metadata())?);
         let path: Arc<str> = rel.to_string_lossy().into();
+        let acc = flags & libc::O_ACCMODE;
+        let reader = if acc == libc::O_RDONLY || acc == libc::O_RDWR {
+            self.observer.open_reader(&path, id, &file)
+        } else {
+            None
+        };
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.files
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(fh, Arc::new(OpenFile { file, path }));
-        fh
+            .insert(
+                fh,
+                Arc::new(OpenFile {
+                    file,
+                    path,
+                    id,
+                    reader,
+                }),
+            );
+        Ok(fh)
     }
 
     fn fopen_flags(&self) -> FopenFlags {
@@ -545,6 +619,10 @@ impl<O: Observer> PassthroughFs<O> {
             Some(h) => sys(h.file.metadata())?,
             None => sys(fs::symlink_metadata(full()?))?,
         };
+        if let Some(size) = size {
+            self.observer
+                .changed(FileId::of(&meta), DataChange::Resized { size });
+        }
         Ok(attr(ino.0, &meta))
     }
 
@@ -572,13 +650,20 @@ impl<O: Observer> PassthroughFs<O> {
             // Someone created it between the kernel's lookup and now: open it as an
             // existing file, as the application's open(2) would have.
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && flags & libc::O_EXCL == 0 => {
-                sys(open_options(flags, keep).open(&full))?
+                let f = sys(open_options(flags, keep).open(&full))?;
+                if keep != 0 {
+                    let meta = sys(f.metadata())?;
+                    self.observer
+                        .changed(FileId::of(&meta), DataChange::Resized { size: 0 });
+                }
+                f
             }
             Err(e) => return Err(errno(&e)),
         };
         let meta = sys(file.metadata())?;
-        let ino = lock(&self.inodes).remember(rel.clone());
-        Ok((attr(ino, &meta), self.add_handle(file, &rel)))
+        let fh = self.add_handle(file, &rel, flags)?;
+        let ino = lock(&self.inodes).remember(rel);
+        Ok((attr(ino, &meta), fh))
     }
 
     fn served(&self, req: &Request, h: &OpenFile, op: Op, offset: u64, n: usize, t0: Instant) {
@@ -818,7 +903,7 @@ impl<O: Observer> Filesystem for PassthroughFs<O> {
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let r = self.path(ino).and_then(|rel| {
             let file = sys(open_options(flags.0, 0).open(self.full(&rel)))?;
-            Ok(self.add_handle(file, &rel))
+            self.add_handle(file, &rel, flags.0)
         });
         match r {
             Ok(fh) => reply.opened(FileHandle(fh), self.fopen_flags()),
@@ -844,7 +929,13 @@ impl<O: Observer> Filesystem for PassthroughFs<O> {
         let t0 = Instant::now();
         let mut buf = vec![0u8; size as usize];
         let mut done = 0;
-        while done < buf.len() {
+        if let Some(reader) = &h.reader {
+            match reader.read_at(&h.file, offset, &mut buf) {
+                Ok(n) => done = n.min(buf.len()),
+                Err(e) => return reply.error(errno(&e)),
+            }
+        }
+        while h.reader.is_none() && done < buf.len() {
             match h.file.read_at(&mut buf[done..], offset + done as u64) {
                 Ok(0) => break,
                 Ok(n) => done += n,
@@ -875,14 +966,25 @@ impl<O: Observer> Filesystem for PassthroughFs<O> {
         };
         let t0 = Instant::now();
         let mut done = 0;
+        let mut failed = None;
         while done < data.len() {
             match h.file.write_at(&data[done..], offset + done as u64) {
                 Ok(0) => break,
                 Ok(n) => done += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if done == 0 => return reply.error(errno(&e)),
-                Err(_) => break,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             }
+        }
+        if done > 0 {
+            let len = done as u64;
+            self.observer
+                .changed(h.id, DataChange::Written { offset, len });
+        }
+        if let (Some(e), 0) = (failed, done) {
+            return reply.error(errno(&e));
         }
         self.served(req, &h, Op::Write, offset, done, t0);
         reply.written(done as u32);
@@ -1098,7 +1200,15 @@ impl<O: Observer> Filesystem for PassthroughFs<O> {
                     offset as libc::off_t,
                     length as libc::off_t,
                 )
-            })
+            })?;
+            // Plain allocation keeps the bytes; punching, zeroing, collapsing and
+            // inserting change them from `offset` on (the last two shift the rest).
+            if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
+                let len = u64::MAX - offset;
+                self.observer
+                    .changed(h.id, DataChange::Written { offset, len });
+            }
+            Ok(())
         });
         match r {
             Ok(()) => reply.ok(),

@@ -208,49 +208,7 @@ pub fn write_trace(trace: &Trace, out: &Path) -> Result<()> {
 /// Checks before mounting that the trace can be written at `out`: its directory
 /// exists, is outside the mount point, and accepts the file. Nothing is left behind.
 pub fn check_out(out: &Path, mountpoint: &Path) -> Result<()> {
-    if out.file_name().is_none() {
-        return Err(FsError::Invalid(format!(
-            "--out {}: not a file name",
-            shown(out)
-        )));
-    }
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let dir = fs::canonicalize(&parent).map_err(|e| {
-        FsError::io(
-            format!(
-                "cannot write trace {}: directory {}",
-                shown(out),
-                shown(&parent)
-            ),
-            e,
-        )
-    })?;
-    if dir.starts_with(mountpoint) {
-        return Err(FsError::Invalid(format!(
-            "trace {} would be written inside the mount point {}",
-            shown(out),
-            shown(mountpoint)
-        )));
-    }
-    if out.is_dir() {
-        return Err(FsError::Invalid(format!(
-            "trace {} is a directory",
-            shown(out)
-        )));
-    }
-    let existed = out.exists();
-    fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(out)
-        .map_err(|e| FsError::io(format!("cannot write trace {}", shown(out)), e))?;
-    if !existed {
-        let _ = fs::remove_file(out);
-    }
-    Ok(())
+    crate::check_output(out, mountpoint, "--out", "trace")
 }
 
 /// What `patio mount trace` asked for.

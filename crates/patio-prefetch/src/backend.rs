@@ -211,11 +211,12 @@ impl std::fmt::Display for IoMode {
     }
 }
 
-/// One data file read through a [`SlowStore`]. Its size is fixed at open.
+/// One data file read through a [`SlowStore`]. Its size is the one it had at open,
+/// until a front end that changes the file says otherwise ([`DataFile::set_size`]).
 pub struct DataFile {
     file: File,
     path: PathBuf,
-    size: u64,
+    size: AtomicU64,
     mode: IoMode,
     store: Arc<SlowStore>,
 }
@@ -224,6 +225,14 @@ impl DataFile {
     /// Opens `path` for reading through `store`, with `O_DIRECT` when the file system
     /// supports it.
     pub fn open(path: &Path, store: Arc<SlowStore>) -> io::Result<Self> {
+        Self::open_named(path, path, store)
+    }
+
+    /// Opens `path` like [`DataFile::open`] but calls it `name` (in messages and
+    /// [`DataFile::path`]): for a `/proc/self/fd/N` link that reopens a descriptor the
+    /// caller holds, so that a file renamed or unlinked since it was opened is still
+    /// the one read.
+    pub fn open_named(path: &Path, name: &Path, store: Arc<SlowStore>) -> io::Result<Self> {
         let size = std::fs::metadata(path)?.len();
         let direct = std::fs::OpenOptions::new()
             .read(true)
@@ -241,15 +250,21 @@ impl DataFile {
         };
         Ok(DataFile {
             file,
-            path: path.to_path_buf(),
-            size,
+            path: name.to_path_buf(),
+            size: AtomicU64::new(size),
             mode,
             store,
         })
     }
 
+    /// The file's size as far as reads are concerned: nothing at or past it is read.
     pub fn size(&self) -> u64 {
-        self.size
+        self.size.load(Ordering::Acquire)
+    }
+
+    /// The file now has `size` bytes (it was written or truncated by the caller).
+    pub fn set_size(&self, size: u64) {
+        self.size.store(size, Ordering::Release);
     }
 
     pub fn path(&self) -> &Path {
@@ -267,7 +282,7 @@ impl DataFile {
     /// One backend request: the bytes of `[offset, offset + len)` that lie inside the
     /// file (fewer at its end, none past it), at the store's cost.
     pub fn read(&self, offset: u64, len: u64) -> io::Result<Vec<u8>> {
-        let end = offset.saturating_add(len).min(self.size);
+        let end = offset.saturating_add(len).min(self.size());
         let want = end.saturating_sub(offset);
         self.store.serve(want, || {
             if want == 0 {
@@ -466,6 +481,24 @@ mod tests {
         assert!(start.elapsed() >= Duration::from_millis(6));
         assert_eq!(file.store().requests(), 6);
         assert_eq!(file.store().bytes(), 600);
+    }
+
+    #[test]
+    fn a_reopened_descriptor_follows_size_changes_it_is_told_about() {
+        let (mut f, mut bytes) = data_file(10_000);
+        let link = PathBuf::from(format!("/proc/self/fd/{}", f.as_file().as_raw_fd()));
+        let store = SlowStore::new(StoreConfig::instant());
+        let file = DataFile::open_named(&link, Path::new("shown.bin"), store).unwrap();
+        assert_eq!((file.size(), file.path()), (10_000, Path::new("shown.bin")));
+        let more: Vec<u8> = (0..5000).map(|i| (i % 13) as u8).collect();
+        f.write_all(&more).unwrap();
+        f.flush().unwrap();
+        bytes.extend_from_slice(&more);
+        assert_eq!(file.read(9_000, 3_000).unwrap(), &bytes[9_000..10_000]);
+        file.set_size(15_000);
+        assert_eq!(file.read(9_000, 3_000).unwrap(), &bytes[9_000..12_000]);
+        file.set_size(100);
+        assert_eq!(file.read(50, 100).unwrap(), &bytes[50..100]);
     }
 
     #[test]
