@@ -11,7 +11,10 @@ Re-exports the Rust pattern engine from the compiled extension ``patio._native``
 * :func:`analyze_stream` - pattern kind, signature and coverage of one request stream;
 * :func:`read_trace`, :func:`write_trace_csv`, :func:`write_trace_native` - patio trace
   files; a stream is a dict ``{module, file, rank, op, offset, length, start, end}`` (the
-  writers also take :class:`patio.dxt.Stream` objects as they are).
+  writers also take :class:`patio.dxt.Stream` objects as they are);
+* :func:`open` - ``patio.open(path, prefetch="pattern")``: a read-only binary file
+  object (:class:`PrefetchFile`) whose reads go through the prefetch engine
+  (:mod:`patio.prefetch`); :func:`prefetch_stats` - the engine's counters.
 
 The pure-Python parts work without the extension and are imported on demand so that
 ``import patio`` stays cheap and does not need PyDarshan or matplotlib:
@@ -38,9 +41,12 @@ __all__ = [
     "PatternMap",
     "PatternSeq",
     "PatternUnit",
+    "PrefetchFile",
     "__version__",
     "analyze_stream",
     "detect",
+    "open",
+    "prefetch_stats",
     "read_trace",
     "write_trace_csv",
     "write_trace_native",
@@ -64,6 +70,9 @@ try:
     from ._native import read_trace as read_trace
     from ._native import write_trace_csv as write_trace_csv
     from ._native import write_trace_native as write_trace_native
+    from .prefetch import PrefetchFile as PrefetchFile
+    from .prefetch import open as open
+    from .prefetch import prefetch_stats as prefetch_stats
 except ImportError as _e:  # extension not built: the pure-Python modules still work
     _NATIVE_ERROR = _e
     __all__ = ["__version__"]

@@ -4,6 +4,8 @@
 //! * [`seq`] — `PatternUnit`, `PatternSeq`, `detect`, `analyze_stream`;
 //! * [`maps`] — `PatternMap` and its baseline `ExtentTable`;
 //! * [`trace`] — `read_trace`, `write_trace_csv`, `write_trace_native`;
+//! * [`prefetch`] — `open_prefetch_stream` and `prefetch_stats`, the native half of
+//!   `patio.open` (reads through the patio-prefetch engine);
 //! * [`convert`] — NumPy/sequence conversions, error mapping and allocation guards.
 //!
 //! Errors from patio-core surface as `ValueError` (or `OSError` for file access) with
@@ -14,6 +16,7 @@
 
 mod convert;
 mod maps;
+mod prefetch;
 mod seq;
 mod trace;
 
@@ -26,6 +29,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<seq::PyPatternSeq>()?;
     m.add_class::<maps::PyPatternMap>()?;
     m.add_class::<maps::PyExtentTable>()?;
+    m.add_class::<prefetch::PyPrefetchStream>()?;
+    m.add_function(wrap_pyfunction!(prefetch::open_prefetch_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(prefetch::prefetch_stats, m)?)?;
     m.add_function(wrap_pyfunction!(seq::detect, m)?)?;
     m.add_function(wrap_pyfunction!(seq::analyze_stream, m)?)?;
     m.add_function(wrap_pyfunction!(trace::read_trace, m)?)?;
