@@ -192,6 +192,7 @@ def test_none_never_prefetches(data: tuple[Path, bytes]) -> None:
 
 def test_file_object_protocol(data: tuple[Path, bytes]) -> None:
     path, content = data
+    assert patio.open is patio.prefetch.open and "open" in patio.__all__
     f = patio.open(path)
     assert isinstance(f, io.RawIOBase)
     assert f.readable() and f.seekable() and not f.writable()

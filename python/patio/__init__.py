@@ -52,8 +52,10 @@ __all__ = [
     "write_trace_native",
 ]
 
-#: The names ``patio._native`` provides (all of ``__all__`` but ``__version__``).
-_NATIVE_NAMES = tuple(name for name in __all__ if name != "__version__")
+#: The names :mod:`patio.prefetch` provides (Python over the extension).
+_PREFETCH_NAMES = ("PrefetchFile", "open", "prefetch_stats")
+#: The names ``patio._native`` provides (the rest of ``__all__`` but ``__version__``).
+_NATIVE_NAMES = tuple(n for n in __all__ if n != "__version__" and n not in _PREFETCH_NAMES)
 
 _NATIVE_ERROR: ImportError | None = None
 try:
@@ -80,7 +82,7 @@ except ImportError as _e:  # extension not built: the pure-Python modules still 
 
 def __getattr__(name: str) -> Any:
     # Only reached for names not defined above, i.e. native names when the import failed.
-    if name in _NATIVE_NAMES and _NATIVE_ERROR is not None:
+    if name in (*_NATIVE_NAMES, *_PREFETCH_NAMES) and _NATIVE_ERROR is not None:
         raise ImportError(
             f"patio.{name} needs the compiled extension patio._native, which could not be "
             f"imported ({_NATIVE_ERROR}); build it with `bash scripts/setup.sh` or "
