@@ -1,0 +1,426 @@
+//! The on-disk layout of a container (docs/FORMATS.md, "Container"): one directory
+//! per logical file holding a version marker, per-writer data, index and meta files,
+//! and a log of truncations.
+//!
+//! ```text
+//! NAME/PATIO            marker: magic PCON, version, index mode
+//! NAME/data.<writer>    the writer's data, appended in write order
+//! NAME/index.<writer>   header PIDX + framed index records
+//! NAME/meta.<writer>    the writer's size/time summary, rewritten at every flush
+//! NAME/truncates        header PTRN + framed (key, size) records, any process appends
+//! ```
+//!
+//! Writer names are `<host>.<pid>.<n>`, claimed by creating the index log with
+//! `O_EXCL`, so processes on different nodes sharing the backend never collide.
+
+use crate::error::{ContainerError, Result};
+use patio_core::codec::{put_frame, read_blob, read_frames, write_blob, Cursor};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub const MARKER: &str = "PATIO";
+const MARKER_MAGIC: &[u8; 4] = b"PCON";
+const MARKER_VERSION: u16 = 1;
+pub const INDEX_MAGIC: &[u8; 4] = b"PIDX";
+pub const INDEX_VERSION: u16 = 1;
+const META_MAGIC: &[u8; 4] = b"PMET";
+const META_VERSION: u16 = 1;
+pub const TRUNCATES: &str = "truncates";
+const TRUNC_MAGIC: &[u8; 4] = b"PTRN";
+const TRUNC_VERSION: u16 = 1;
+/// Size of the header of index and truncate logs: magic, version, reserved.
+pub const LOG_HEADER: usize = 8;
+
+/// How writers record their index: pattern entries (default) or one entry per write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexMode {
+    Pattern,
+    Raw,
+}
+
+impl IndexMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexMode::Pattern => "pattern",
+            IndexMode::Raw => "raw",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "pattern" => Ok(IndexMode::Pattern),
+            "raw" => Ok(IndexMode::Raw),
+            _ => Err(ContainerError::Invalid(format!(
+                "unknown index mode {s:?} (expected pattern or raw)"
+            ))),
+        }
+    }
+}
+
+/// Nanoseconds since the epoch: the clock behind write keys and mtimes.
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+pub fn data_path(dir: &Path, writer: &str) -> PathBuf {
+    dir.join(format!("data.{writer}"))
+}
+
+pub fn index_path(dir: &Path, writer: &str) -> PathBuf {
+    dir.join(format!("index.{writer}"))
+}
+
+pub fn meta_path(dir: &Path, writer: &str) -> PathBuf {
+    dir.join(format!("meta.{writer}"))
+}
+
+/// True when `dir` holds a container marker.
+pub fn is_container(dir: &Path) -> bool {
+    dir.join(MARKER).is_file()
+}
+
+/// Creates the container directory and marker if they do not exist yet (safe when
+/// many processes race) and returns the container's index mode.
+pub fn create(dir: &Path, mode: IndexMode) -> Result<IndexMode> {
+    match fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            if !dir.is_dir() {
+                return Err(ContainerError::Invalid(format!(
+                    "{}: exists and is not a directory",
+                    dir.display()
+                )));
+            }
+        }
+        Err(e) => return Err(ContainerError::io(dir, e)),
+    }
+    let marker = dir.join(MARKER);
+    if marker.exists() {
+        return read_marker(dir);
+    }
+    let tmp = dir.join(format!(".{MARKER}.{}.{}", std::process::id(), now_ns()));
+    let blob = write_blob(MARKER_MAGIC, MARKER_VERSION, &[mode as u8]);
+    fs::write(&tmp, &blob).map_err(|e| ContainerError::io(&tmp, e))?;
+    File::open(&tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| ContainerError::io(&tmp, e))?;
+    // link() fails if another process created the marker first; then theirs stands.
+    let linked = fs::hard_link(&tmp, &marker);
+    let _ = fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {
+            sync_dir(dir)?;
+            Ok(mode)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_marker(dir),
+        Err(e) => Err(ContainerError::io(&marker, e)),
+    }
+}
+
+/// Reads the marker: checks that `dir` is a container of a version this build reads.
+pub fn read_marker(dir: &Path) -> Result<IndexMode> {
+    let path = dir.join(MARKER);
+    let bytes = fs::read(&path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            ContainerError::Invalid(format!(
+                "{}: not a patio container (no {MARKER} marker)",
+                dir.display()
+            ))
+        } else {
+            ContainerError::io(&path, e)
+        }
+    })?;
+    let (_, payload) = read_blob(MARKER_MAGIC, MARKER_VERSION, &bytes)
+        .map_err(|e| ContainerError::in_file(&path, e))?;
+    match payload.first() {
+        Some(0) if payload.len() == 1 => Ok(IndexMode::Pattern),
+        Some(1) if payload.len() == 1 => Ok(IndexMode::Raw),
+        _ => Err(ContainerError::Corrupt {
+            path: path.display().to_string(),
+            offset: 20,
+            reason: "unknown index mode".into(),
+        }),
+    }
+}
+
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| ContainerError::io(dir, e))
+}
+
+fn log_header(magic: &[u8; 4], version: u16) -> [u8; LOG_HEADER] {
+    let mut h = [0u8; LOG_HEADER];
+    h[..4].copy_from_slice(magic);
+    h[4..6].copy_from_slice(&version.to_le_bytes());
+    h
+}
+
+/// Checks the header of an index or truncate log; returns the frames after it.
+pub fn check_log_header(path: &Path, bytes: &[u8], magic: &[u8; 4], version: u16) -> Result<()> {
+    let corrupt = |reason: String| ContainerError::Corrupt {
+        path: path.display().to_string(),
+        offset: 0,
+        reason,
+    };
+    if bytes.len() < LOG_HEADER {
+        return Err(corrupt(format!(
+            "{} bytes, too short for a log header",
+            bytes.len()
+        )));
+    }
+    if &bytes[..4] != magic {
+        return Err(corrupt(format!(
+            "bad magic {:?}, expected {:?}",
+            String::from_utf8_lossy(&bytes[..4]),
+            String::from_utf8_lossy(magic)
+        )));
+    }
+    let v = u16::from_le_bytes([bytes[4], bytes[5]]);
+    if v == 0 || v > version {
+        return Err(corrupt(format!(
+            "unsupported version {v} (this build reads up to {version})"
+        )));
+    }
+    Ok(())
+}
+
+/// The name part of this host, for writer names.
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is valid for buf.len() bytes; gethostname NUL-terminates on success.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let name = if rc == 0 {
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        "host".into()
+    };
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Claims a fresh writer name by creating its index log exclusively; returns the
+/// name and the open index log (header written).
+pub fn claim_writer(dir: &Path) -> Result<(String, File)> {
+    let base = format!("{}.{}", host_name(), std::process::id());
+    for n in 0u64.. {
+        let name = format!("{base}.{n}");
+        let path = index_path(dir, &name);
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&path)
+        {
+            Ok(mut f) => {
+                f.write_all(&log_header(INDEX_MAGIC, INDEX_VERSION))
+                    .map_err(|e| ContainerError::io(&path, e))?;
+                return Ok((name, f));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ContainerError::Invalid(format!(
+                    "{}: no such container",
+                    dir.display()
+                )))
+            }
+            Err(e) => return Err(ContainerError::io(&path, e)),
+        }
+    }
+    unreachable!("writer names are unbounded")
+}
+
+/// Every writer of the container (names, from the index logs present), sorted.
+pub fn list_writers(dir: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir).map_err(|e| ContainerError::io(dir, e))? {
+        let entry = entry.map_err(|e| ContainerError::io(dir, e))?;
+        if let Some(name) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_prefix("index."))
+        {
+            names.push(name.to_string());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// A writer's summary: enough for `stat` without reading any index.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriterMeta {
+    /// Key of the writer's first and last index record (0 before the first flush).
+    pub first_key: u64,
+    pub last_key: u64,
+    /// One past the highest logical byte the writer has written.
+    pub end: u64,
+    pub writes: u64,
+    pub bytes: u64,
+}
+
+impl WriterMeta {
+    fn encode(&self) -> Vec<u8> {
+        let mut p = Vec::with_capacity(40);
+        for v in [
+            self.first_key,
+            self.last_key,
+            self.end,
+            self.writes,
+            self.bytes,
+        ] {
+            p.extend_from_slice(&v.to_le_bytes());
+        }
+        write_blob(META_MAGIC, META_VERSION, &p)
+    }
+
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(path)
+            .map_err(|e| ContainerError::io(path, e))?;
+        f.write_all_at(&self.encode(), 0)
+            .map_err(|e| ContainerError::io(path, e))
+    }
+
+    /// The meta file, or `None` when it is missing or damaged (then the index is
+    /// the authority).
+    pub fn read(path: &Path) -> Option<Self> {
+        let bytes = fs::read(path).ok()?;
+        let (_, p) = read_blob(META_MAGIC, META_VERSION, &bytes).ok()?;
+        let mut c = Cursor::new(p);
+        Some(WriterMeta {
+            first_key: c.u64_le().ok()?,
+            last_key: c.u64_le().ok()?,
+            end: c.u64_le().ok()?,
+            writes: c.u64_le().ok()?,
+            bytes: c.u64_le().ok()?,
+        })
+    }
+}
+
+/// One truncation: from `key` on, the file is `size` bytes long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Truncation {
+    pub key: u64,
+    pub size: u64,
+}
+
+/// Appends a truncation record (O_APPEND, durable on return).
+pub fn append_truncation(dir: &Path, t: Truncation) -> Result<()> {
+    let path = dir.join(TRUNCATES);
+    let mut f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o644)
+        .open(&path)
+        .map_err(|e| ContainerError::io(&path, e))?;
+    let mut buf = Vec::new();
+    if f.metadata()
+        .map_err(|e| ContainerError::io(&path, e))?
+        .len()
+        == 0
+    {
+        buf.extend_from_slice(&log_header(TRUNC_MAGIC, TRUNC_VERSION));
+    }
+    let mut payload = Vec::with_capacity(16);
+    payload.extend_from_slice(&t.key.to_le_bytes());
+    payload.extend_from_slice(&t.size.to_le_bytes());
+    put_frame(&mut buf, &payload);
+    f.write_all(&buf)
+        .map_err(|e| ContainerError::io(&path, e))?;
+    f.sync_all().map_err(|e| ContainerError::io(&path, e))
+}
+
+/// A damaged record found while reading: which file, where, and why the rest of that
+/// file was not used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    pub path: PathBuf,
+    pub offset: u64,
+    pub reason: String,
+    /// Bytes of the file from `offset` on that were not used.
+    pub lost_bytes: u64,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: byte {}: {} ({} bytes not used)",
+            self.path.display(),
+            self.offset,
+            self.reason,
+            self.lost_bytes
+        )
+    }
+}
+
+/// Every intact truncation, sorted by key, and the damage found.
+pub fn read_truncations(dir: &Path) -> Result<(Vec<Truncation>, Vec<Damage>)> {
+    let path = dir.join(TRUNCATES);
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((vec![], vec![])),
+        Err(e) => return Err(ContainerError::io(&path, e)),
+    };
+    check_log_header(&path, &bytes, TRUNC_MAGIC, TRUNC_VERSION)?;
+    let (frames, err) = read_frames(&bytes[LOG_HEADER..], LOG_HEADER);
+    let mut out = Vec::new();
+    let mut damage = Vec::new();
+    for (at, payload) in frames {
+        if payload.len() != 16 {
+            damage.push(Damage {
+                path: path.clone(),
+                offset: at as u64,
+                reason: "truncation record of the wrong size".into(),
+                lost_bytes: payload.len() as u64,
+            });
+            continue;
+        }
+        let mut c = Cursor::new(payload);
+        out.push(Truncation {
+            key: c.u64_le().expect("16 bytes"),
+            size: c.u64_le().expect("16 bytes"),
+        });
+    }
+    if let Some(e) = err {
+        damage.push(frame_damage(&path, bytes.len() as u64, e));
+    }
+    out.sort_by_key(|t| t.key);
+    Ok((out, damage))
+}
+
+/// Turns a frame-reading error into a damage report for `path`.
+pub fn frame_damage(path: &Path, file_len: u64, e: patio_core::CoreError) -> Damage {
+    match e {
+        patio_core::CoreError::Corrupt { offset, reason } => Damage {
+            path: path.to_path_buf(),
+            offset,
+            reason,
+            lost_bytes: file_len.saturating_sub(offset),
+        },
+        other => Damage {
+            path: path.to_path_buf(),
+            offset: 0,
+            reason: other.to_string(),
+            lost_bytes: file_len,
+        },
+    }
+}

@@ -1,0 +1,454 @@
+//! The reader: loads every index log (in parallel threads), merges them into one
+//! [`GlobalIndex`] and serves `read_at` through it. Holes read as zeros; reads past
+//! the end are short. Damaged index records are skipped with the rest of their log,
+//! and reported.
+//!
+//! For MPI, the load can be split: each rank reads a share of the index logs
+//! ([`read_logs`]), the ranks exchange the intact bytes ([`pack_logs`] /
+//! [`unpack_logs`]) and every rank builds the same reader from all of them
+//! ([`Reader::from_logs`]) without touching the other ranks' files.
+
+use crate::error::{ContainerError, Result};
+use crate::global::{GlobalIndex, IndexStats};
+use crate::layout::{self, Damage, IndexMode, INDEX_MAGIC, INDEX_VERSION, LOG_HEADER};
+use crate::record::{self, IndexEntry, Record};
+use crate::segments::split_writer;
+use patio_core::codec::{read_frames, Cursor};
+use patio_core::{Detector, Lookup};
+use std::fs::{self, File};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// One writer's index log as read: the intact bytes and what was wrong after them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogBytes {
+    pub writer: String,
+    /// Header and intact frames only.
+    pub bytes: Vec<u8>,
+    /// Size of the file on disk.
+    pub disk_bytes: u64,
+    pub damage: Vec<Damage>,
+}
+
+/// A writer's decoded records.
+#[derive(Clone, Debug)]
+struct WriterLog {
+    name: String,
+    records: Vec<Record>,
+    disk_bytes: u64,
+}
+
+/// What `patio container stat` reports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContainerStats {
+    pub mode: IndexMode,
+    pub size: u64,
+    pub writers: u64,
+    pub records: u64,
+    pub writes: u64,
+    /// Entries a one-entry-per-write index (contiguous runs merged) would hold.
+    pub raw_entries: u64,
+    pub index_disk_bytes: u64,
+    pub index: IndexStats,
+    pub damaged_logs: u64,
+}
+
+impl ContainerStats {
+    /// Raw index bytes (24 per entry) over the index bytes on disk.
+    pub fn compression_ratio(&self) -> f64 {
+        if self.index_disk_bytes == 0 {
+            return 1.0;
+        }
+        (self.raw_entries * 24) as f64 / self.index_disk_bytes as f64
+    }
+}
+
+/// A container opened for reading.
+pub struct Reader {
+    dir: PathBuf,
+    mode: IndexMode,
+    /// Writers in chunk order.
+    writers: Vec<WriterLog>,
+    data: Vec<OnceLock<File>>,
+    index: GlobalIndex,
+    stats: ContainerStats,
+    damage: Vec<Damage>,
+}
+
+impl Reader {
+    /// Opens the container at `dir`, reading and decoding every index log in
+    /// parallel threads.
+    pub fn open(dir: &Path) -> Result<Self> {
+        layout::read_marker(dir)?;
+        let names = layout::list_writers(dir)?;
+        let loaded = parallel_map(&names, |name| {
+            let path = layout::index_path(dir, name);
+            let bytes = fs::read(&path).map_err(|e| ContainerError::io(&path, e))?;
+            let (records, damage) = decode_log(&path, &bytes);
+            Ok((
+                WriterLog {
+                    name: name.clone(),
+                    records,
+                    disk_bytes: bytes.len() as u64,
+                },
+                damage,
+            ))
+        })?;
+        let mut damage = Vec::new();
+        let writers = loaded
+            .into_iter()
+            .map(|(w, d)| {
+                damage.extend(d);
+                w
+            })
+            .collect();
+        Self::build(dir, writers, damage)
+    }
+
+    /// Builds the reader from index logs read elsewhere (by other MPI ranks).
+    pub fn from_logs(dir: &Path, logs: Vec<LogBytes>) -> Result<Self> {
+        layout::read_marker(dir)?;
+        let mut damage = Vec::new();
+        let mut writers = Vec::with_capacity(logs.len());
+        for log in logs {
+            damage.extend(log.damage.iter().cloned());
+            let path = layout::index_path(dir, &log.writer);
+            let (records, more) = decode_log(&path, &log.bytes);
+            damage.extend(more);
+            writers.push(WriterLog {
+                name: log.writer,
+                records,
+                disk_bytes: log.disk_bytes,
+            });
+        }
+        Self::build(dir, writers, damage)
+    }
+
+    fn build(dir: &Path, mut writers: Vec<WriterLog>, mut damage: Vec<Damage>) -> Result<Self> {
+        let mode = layout::read_marker(dir)?;
+        let (truncations, more) = layout::read_truncations(dir)?;
+        damage.extend(more);
+        // Chunk numbers follow the writers' first offsets, so interleaved writers get
+        // consecutive numbers and a tile's chunk column is one pattern.
+        writers.sort_by(|a, b| (first_offset(a), &a.name).cmp(&(first_offset(b), &b.name)));
+        if writers.len() > u32::MAX as usize {
+            return Err(ContainerError::Invalid("more than 2^32 writers".into()));
+        }
+        let patterns = mode == IndexMode::Pattern;
+        let mut segments = Vec::new();
+        let mut loose = Vec::new();
+        for (chunk, w) in writers.iter().enumerate() {
+            let (s, l) = split_writer(chunk as u32, &w.records, patterns);
+            segments.extend(s);
+            loose.extend(l);
+        }
+        let (index, index_stats) = GlobalIndex::build(
+            segments,
+            loose,
+            &truncations,
+            patterns,
+            &Detector::default(),
+        )?;
+        let count =
+            |f: fn(&Record) -> u64| -> u64 { writers.iter().flat_map(|w| &w.records).map(f).sum() };
+        let stats = ContainerStats {
+            mode,
+            size: index.size(),
+            writers: writers.len() as u64,
+            records: writers.iter().map(|w| w.records.len() as u64).sum(),
+            writes: count(|r| r.writes),
+            raw_entries: count(|r| r.columns.len()),
+            index_disk_bytes: writers.iter().map(|w| w.disk_bytes).sum(),
+            index: index_stats,
+            damaged_logs: damage.len() as u64,
+        };
+        let data = (0..writers.len()).map(|_| OnceLock::new()).collect();
+        Ok(Reader {
+            dir: dir.to_path_buf(),
+            mode,
+            writers,
+            data,
+            index,
+            stats,
+            damage,
+        })
+    }
+
+    pub fn size(&self) -> u64 {
+        self.index.size()
+    }
+
+    pub fn mode(&self) -> IndexMode {
+        self.mode
+    }
+
+    pub fn stats(&self) -> &ContainerStats {
+        &self.stats
+    }
+
+    /// Damaged records found while opening (their logs were used up to them).
+    pub fn damage(&self) -> &[Damage] {
+        &self.damage
+    }
+
+    pub fn index(&self) -> &GlobalIndex {
+        &self.index
+    }
+
+    /// Writer names in chunk order (chunk `i` is `writers()[i]`).
+    pub fn writers(&self) -> Vec<&str> {
+        self.writers.iter().map(|w| w.name.as_str()).collect()
+    }
+
+    /// Every indexed write, writer by writer in write order:
+    /// `(chunk, record key, entry)`.
+    pub fn writes(&self) -> impl Iterator<Item = (u32, u64, IndexEntry)> + '_ {
+        self.writers.iter().enumerate().flat_map(|(chunk, w)| {
+            w.records.iter().flat_map(move |r| {
+                (0..r.columns.len()).map(move |i| (chunk as u32, r.key, r.columns.get(i)))
+            })
+        })
+    }
+
+    /// Reads into `buf` from logical `offset`; returns the bytes read (short at the
+    /// end of the file, 0 at or past it).
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        let size = self.size();
+        if offset >= size {
+            return Ok(0);
+        }
+        let want = (buf.len() as u64).min(size - offset) as usize;
+        let mut done = 0usize;
+        while done < want {
+            let x = offset + done as u64;
+            let left = want - done;
+            match self.index.lookup(x) {
+                Lookup::Data {
+                    chunk,
+                    physical,
+                    len,
+                } => {
+                    let n = (len.min(left as u64)) as usize;
+                    self.read_data(chunk as usize, physical, &mut buf[done..done + n])?;
+                    done += n;
+                }
+                Lookup::Hole { len } => {
+                    let n = (len.min(left as u64)) as usize;
+                    buf[done..done + n].fill(0);
+                    done += n;
+                }
+                Lookup::Unmapped => {
+                    buf[done..want].fill(0);
+                    done = want;
+                }
+            }
+        }
+        Ok(want)
+    }
+
+    fn read_data(&self, chunk: usize, physical: u64, out: &mut [u8]) -> Result<()> {
+        let path = layout::data_path(&self.dir, &self.writers[chunk].name);
+        let file = match self.data[chunk].get() {
+            Some(f) => f,
+            None => {
+                let f = File::open(&path).map_err(|e| ContainerError::io(&path, e))?;
+                let _ = self.data[chunk].set(f);
+                self.data[chunk].get().expect("just set")
+            }
+        };
+        let mut done = 0;
+        while done < out.len() {
+            match file.read_at(&mut out[done..], physical + done as u64) {
+                Ok(0) => {
+                    return Err(ContainerError::Corrupt {
+                        path: path.display().to_string(),
+                        offset: physical + done as u64,
+                        reason: "data log ends before the bytes its index refers to".into(),
+                    })
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ContainerError::io(&path, e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writer with no records sort last.
+fn first_offset(w: &WriterLog) -> u64 {
+    w.records
+        .iter()
+        .find(|r| !r.columns.is_empty())
+        .map_or(u64::MAX, |r| r.columns.get(0).logical)
+}
+
+/// Decodes the records of one log's bytes; a record that fails to decode ends the
+/// usable part of the log.
+fn decode_log(path: &Path, bytes: &[u8]) -> (Vec<Record>, Vec<Damage>) {
+    let mut damage = Vec::new();
+    if bytes.is_empty() {
+        // A writer killed between creating its log and writing the header.
+        return (vec![], damage);
+    }
+    if let Err(e) = layout::check_log_header(path, bytes, INDEX_MAGIC, INDEX_VERSION) {
+        damage.push(Damage {
+            path: path.to_path_buf(),
+            offset: 0,
+            reason: e.to_string(),
+            lost_bytes: bytes.len() as u64,
+        });
+        return (vec![], damage);
+    }
+    let (frames, err) = read_frames(&bytes[LOG_HEADER..], LOG_HEADER);
+    let mut records = Vec::with_capacity(frames.len());
+    for (at, payload) in frames {
+        match record::decode(path, at, payload) {
+            Ok(r) => records.push(r),
+            Err(e) => {
+                damage.push(Damage {
+                    path: path.to_path_buf(),
+                    offset: at as u64 - 8,
+                    reason: e.to_string(),
+                    lost_bytes: bytes.len() as u64 - (at as u64 - 8),
+                });
+                return (records, damage);
+            }
+        }
+    }
+    if let Some(e) = err {
+        damage.push(layout::frame_damage(path, bytes.len() as u64, e));
+    }
+    (records, damage)
+}
+
+/// Runs `f` over `items` on a few threads, keeping the order; the first error wins.
+fn parallel_map<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<R> + Sync,
+) -> Result<Vec<R>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 16)
+        .min(items.len().max(1));
+    let per = items.len().div_ceil(threads).max(1);
+    let f = &f;
+    let parts: Vec<Result<Vec<R>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(per)
+            .map(|share| s.spawn(move || share.iter().map(f).collect()))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("index log reader thread panicked"))
+            .collect()
+    });
+    let mut out = Vec::with_capacity(items.len());
+    for p in parts {
+        out.extend(p?);
+    }
+    Ok(out)
+}
+
+/// Reads the named index logs (one rank's share), keeping each log's intact prefix
+/// and reporting the rest.
+pub fn read_logs(dir: &Path, names: &[String]) -> Result<Vec<LogBytes>> {
+    parallel_map(names, |name| {
+        let path = layout::index_path(dir, name);
+        let mut bytes = fs::read(&path).map_err(|e| ContainerError::io(&path, e))?;
+        let disk_bytes = bytes.len() as u64;
+        let (_, damage) = decode_log(&path, &bytes);
+        if let Some(d) = damage.first() {
+            bytes.truncate(if d.offset < LOG_HEADER as u64 {
+                0
+            } else {
+                d.offset as usize
+            });
+        }
+        Ok(LogBytes {
+            writer: name.clone(),
+            bytes,
+            disk_bytes,
+            damage,
+        })
+    })
+}
+
+/// Packs logs for exchange between processes (MPI all-gather).
+pub fn pack_logs(logs: &[LogBytes]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(b"PLGS");
+    out.extend_from_slice(&(logs.len() as u64).to_le_bytes());
+    for l in logs {
+        out.extend_from_slice(&(l.writer.len() as u64).to_le_bytes());
+        out.extend_from_slice(l.writer.as_bytes());
+        out.extend_from_slice(&l.disk_bytes.to_le_bytes());
+        out.extend_from_slice(&(l.bytes.len() as u64).to_le_bytes());
+        out.extend_from_slice(&l.bytes);
+        out.extend_from_slice(&(l.damage.len() as u64).to_le_bytes());
+        for d in &l.damage {
+            let p = d.path.to_string_lossy();
+            out.extend_from_slice(&(p.len() as u64).to_le_bytes());
+            out.extend_from_slice(p.as_bytes());
+            out.extend_from_slice(&d.offset.to_le_bytes());
+            out.extend_from_slice(&d.lost_bytes.to_le_bytes());
+            out.extend_from_slice(&(d.reason.len() as u64).to_le_bytes());
+            out.extend_from_slice(d.reason.as_bytes());
+        }
+    }
+    out
+}
+
+/// The inverse of [`pack_logs`].
+pub fn unpack_logs(bytes: &[u8]) -> Result<Vec<LogBytes>> {
+    let fail = |e: patio_core::CoreError| ContainerError::in_file("packed index logs", e);
+    let mut c = Cursor::new(bytes);
+    if c.take(4).map_err(fail)? != b"PLGS" {
+        return Err(ContainerError::Invalid(
+            "packed index logs: bad magic".into(),
+        ));
+    }
+    let text = |c: &mut Cursor| -> Result<String> {
+        let n = c.u64_le().map_err(fail)?;
+        if n > c.remaining() as u64 {
+            return Err(fail(c.error("string longer than the input")));
+        }
+        Ok(String::from_utf8_lossy(c.take(n as usize).map_err(fail)?).into_owned())
+    };
+    let n = c.u64_le().map_err(fail)?;
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let writer = text(&mut c)?;
+        let disk_bytes = c.u64_le().map_err(fail)?;
+        let len = c.u64_le().map_err(fail)?;
+        if len > c.remaining() as u64 {
+            return Err(fail(c.error("log longer than the input")));
+        }
+        let log = c.take(len as usize).map_err(fail)?.to_vec();
+        let nd = c.u64_le().map_err(fail)?;
+        let mut damage = Vec::new();
+        for _ in 0..nd.min(1 << 20) {
+            let path = PathBuf::from(text(&mut c)?);
+            let offset = c.u64_le().map_err(fail)?;
+            let lost_bytes = c.u64_le().map_err(fail)?;
+            let reason = text(&mut c)?;
+            damage.push(Damage {
+                path,
+                offset,
+                reason,
+                lost_bytes,
+            });
+        }
+        out.push(LogBytes {
+            writer,
+            bytes: log,
+            disk_bytes,
+            damage,
+        });
+    }
+    if !c.is_at_end() {
+        return Err(fail(c.error("trailing bytes")));
+    }
+    Ok(out)
+}

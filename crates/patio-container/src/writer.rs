@@ -1,0 +1,267 @@
+//! The writer: one per process (or per open-for-write in the FUSE mount), never
+//! waiting on any other writer. Data is appended to the writer's own data log; index
+//! entries are buffered and, at buffer-full, flush and close, compressed into one
+//! record and appended to the writer's index log.
+//!
+//! Durability: the data log is synced before any index record that refers to it is
+//! appended; `flush` and `close` also sync the index log and then rewrite the meta
+//! file, so everything acknowledged by them survives a crash of the process or the
+//! machine. A process killed before that loses only its unflushed tail.
+
+use crate::error::{ContainerError, Result};
+use crate::layout::{self, IndexMode, Truncation, WriterMeta};
+use crate::record::{self, IndexEntry, MAX_RECORD_WRITES};
+use patio_core::codec::put_frame;
+use patio_core::Detector;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Index entries buffered before a record is written (a record per 64 Ki writes).
+pub const DEFAULT_INDEX_BUFFER: usize = 1 << 16;
+
+/// A writer of one container.
+pub struct Writer {
+    dir: PathBuf,
+    name: String,
+    mode: IndexMode,
+    detector: Detector,
+    data: File,
+    index: File,
+    data_len: u64,
+    buffer: Vec<IndexEntry>,
+    buffered_writes: u64,
+    buffer_limit: usize,
+    meta: WriterMeta,
+    /// Set when a write to the logs failed half way: the writer refuses more work
+    /// rather than index data it may not have.
+    failed: Option<String>,
+    closed: bool,
+}
+
+impl Writer {
+    /// Creates the container at `dir` if needed (with `mode`; an existing container
+    /// keeps its own mode) and opens a new writer on it.
+    pub fn create(dir: &Path, mode: IndexMode) -> Result<Self> {
+        layout::create(dir, mode)?;
+        Self::open(dir)
+    }
+
+    /// Opens a new writer on an existing container.
+    pub fn open(dir: &Path) -> Result<Self> {
+        let mode = layout::read_marker(dir)?;
+        let (name, index) = layout::claim_writer(dir)?;
+        let data_path = layout::data_path(dir, &name);
+        let data = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(&data_path)
+            .map_err(|e| ContainerError::io(&data_path, e))?;
+        let data_len = data
+            .metadata()
+            .map_err(|e| ContainerError::io(&data_path, e))?
+            .len();
+        let writer = Writer {
+            dir: dir.to_path_buf(),
+            name,
+            mode,
+            detector: Detector::default(),
+            data,
+            index,
+            data_len,
+            buffer: Vec::new(),
+            buffered_writes: 0,
+            buffer_limit: DEFAULT_INDEX_BUFFER,
+            meta: WriterMeta::default(),
+            failed: None,
+            closed: false,
+        };
+        layout::sync_dir(dir)?;
+        Ok(writer)
+    }
+
+    /// Index entries to buffer before writing a record (at least 1).
+    pub fn set_index_buffer(&mut self, entries: usize) {
+        self.buffer_limit = entries.clamp(1, MAX_RECORD_WRITES as usize);
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn mode(&self) -> IndexMode {
+        self.mode
+    }
+
+    /// One past the highest logical byte written so far, flushed or not.
+    pub fn end(&self) -> u64 {
+        self.meta.end
+    }
+
+    /// Writes `data` at logical `offset`.
+    pub fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        self.usable()?;
+        let len = data.len() as u64;
+        check_range(offset, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let path = || layout::data_path(&self.dir, &self.name);
+        if let Err(e) = self.data.write_all_at(data, self.data_len) {
+            self.failed = Some(format!("data write failed: {e}"));
+            return Err(ContainerError::io(path(), e));
+        }
+        self.note(offset, len)
+    }
+
+    /// Records a write of `len` bytes at `offset` in the index without storing any
+    /// data: scale models of the index (`patio bench container`) use it to leave
+    /// exactly the index logs real writers would, without the data.
+    pub fn record_without_data(&mut self, offset: u64, len: u64) -> Result<()> {
+        self.usable()?;
+        check_range(offset, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        self.note(offset, len)
+    }
+
+    fn note(&mut self, offset: u64, len: u64) -> Result<()> {
+        let entry = IndexEntry {
+            logical: offset,
+            length: len,
+            physical: self.data_len,
+        };
+        self.data_len += len;
+        self.buffered_writes += 1;
+        self.meta.writes += 1;
+        self.meta.bytes += len;
+        self.meta.end = self.meta.end.max(offset + len);
+        match self.buffer.last_mut() {
+            Some(last) if last.continued_by(&entry) => last.length += len,
+            _ => self.buffer.push(entry),
+        }
+        if self.buffer.len() >= self.buffer_limit {
+            self.write_record(false)?;
+        }
+        Ok(())
+    }
+
+    /// Makes every write so far durable and visible to readers that open afterwards.
+    pub fn flush(&mut self) -> Result<()> {
+        self.usable()?;
+        self.write_record(true)
+    }
+
+    /// Writes a record of what is buffered (if anything) without syncing the index:
+    /// readers opened afterwards see it; a machine crash may lose it.
+    pub fn publish(&mut self) -> Result<()> {
+        self.usable()?;
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        self.write_record(false)
+    }
+
+    /// Truncates (or extends with a hole) the logical file to `size`, ordered after
+    /// every write of this writer and every write any writer flushed before.
+    pub fn truncate(&mut self, size: u64) -> Result<()> {
+        self.flush()?;
+        check_range(size, 0)?;
+        let key = self.next_key();
+        layout::append_truncation(&self.dir, Truncation { key, size })?;
+        self.meta.last_key = key;
+        if self.meta.first_key == 0 {
+            self.meta.first_key = key;
+        }
+        self.meta.end = self.meta.end.min(size);
+        self.write_meta()
+    }
+
+    /// Flushes and closes; returns the writer's summary.
+    pub fn close(mut self) -> Result<WriterMeta> {
+        self.flush()?;
+        self.closed = true;
+        Ok(self.meta)
+    }
+
+    fn usable(&self) -> Result<()> {
+        match &self.failed {
+            Some(why) => Err(ContainerError::Invalid(format!(
+                "{}: writer {} is unusable after an earlier error ({why})",
+                self.dir.display(),
+                self.name
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// A key later than every earlier key of this writer.
+    fn next_key(&self) -> u64 {
+        layout::now_ns().max(self.meta.last_key + 1)
+    }
+
+    fn write_record(&mut self, sync_index: bool) -> Result<()> {
+        let data_path = layout::data_path(&self.dir, &self.name);
+        let index_path = layout::index_path(&self.dir, &self.name);
+        if !self.buffer.is_empty() {
+            if let Err(e) = self.data.sync_data() {
+                self.failed = Some(format!("data sync failed: {e}"));
+                return Err(ContainerError::io(data_path, e));
+            }
+            let key = self.next_key();
+            let payload = record::encode(
+                self.mode,
+                key,
+                self.buffered_writes,
+                &self.buffer,
+                &self.detector,
+            );
+            let mut frame = Vec::with_capacity(payload.len() + 8);
+            put_frame(&mut frame, &payload);
+            if let Err(e) = self.index.write_all(&frame) {
+                self.failed = Some(format!("index append failed: {e}"));
+                return Err(ContainerError::io(index_path, e));
+            }
+            self.buffer.clear();
+            self.buffered_writes = 0;
+            if self.meta.first_key == 0 {
+                self.meta.first_key = key;
+            }
+            self.meta.last_key = key;
+        }
+        if sync_index {
+            self.index
+                .sync_data()
+                .map_err(|e| ContainerError::io(&index_path, e))?;
+        }
+        self.write_meta()
+    }
+
+    fn write_meta(&self) -> Result<()> {
+        self.meta.write(&layout::meta_path(&self.dir, &self.name))
+    }
+}
+
+impl Drop for Writer {
+    /// A writer dropped without `close` still flushes what it can (errors cannot be
+    /// reported from here; call `close` to see them).
+    fn drop(&mut self) {
+        if !self.closed && self.failed.is_none() {
+            let _ = self.write_record(true);
+        }
+    }
+}
+
+/// Refuses ranges that end beyond 2^63 - 1.
+fn check_range(offset: u64, len: u64) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= i64::MAX as u64 => Ok(()),
+        _ => Err(ContainerError::Invalid(format!(
+            "write of {len} bytes at offset {offset} ends beyond 2^63-1"
+        ))),
+    }
+}

@@ -1,0 +1,259 @@
+//! The container against a reference model (a plain byte array): random writes from
+//! several writers, strided N-1 phases, overwrites, truncates, holes, flushes and
+//! reopens — every read must equal the model, in pattern and raw mode.
+//!
+//! Ordering rule under test (docs/ARCHITECTURE.md): a write is ordered after another
+//! writer's write when that writer flushed in between. The harness flushes the other
+//! writers before each write, so the model is simply "apply in call order".
+
+use patio_container::{stat, truncate, IndexMode, Reader, Writer};
+use proptest::prelude::*;
+use std::path::Path;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Write {
+        w: usize,
+        offset: u64,
+        len: usize,
+        seed: u8,
+    },
+    Strided {
+        first_writer: usize,
+        writers: usize,
+        block: u64,
+        rows: u64,
+        base: u64,
+        seed: u8,
+    },
+    Flush {
+        w: usize,
+    },
+    Reopen {
+        w: usize,
+    },
+    Truncate {
+        size: u64,
+    },
+    Check {
+        offset: u64,
+        len: usize,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..3usize, 0..40_000u64, 1..3000usize, any::<u8>())
+            .prop_map(|(w, offset, len, seed)| Op::Write { w, offset, len, seed }),
+        2 => (0..3usize, 1..4usize, 1..600u64, 2..12u64, 0..20_000u64, any::<u8>()).prop_map(
+            |(first_writer, writers, block, rows, base, seed)| Op::Strided {
+                first_writer, writers, block, rows, base, seed
+            }
+        ),
+        1 => (0..3usize).prop_map(|w| Op::Flush { w }),
+        1 => (0..3usize).prop_map(|w| Op::Reopen { w }),
+        1 => (0..60_000u64).prop_map(|size| Op::Truncate { size }),
+        2 => (0..70_000u64, 0..9000usize).prop_map(|(offset, len)| Op::Check { offset, len }),
+    ]
+}
+
+fn bytes(seed: u8, offset: u64, len: usize) -> Vec<u8> {
+    (0..len as u64)
+        .map(|i| ((offset + i) as u8).wrapping_mul(31).wrapping_add(seed) | 1)
+        .collect()
+}
+
+struct Harness<'a> {
+    dir: &'a Path,
+    writers: Vec<Option<Writer>>,
+    dirty: Vec<bool>,
+    buffer: usize,
+    model: Vec<u8>,
+}
+
+impl Harness<'_> {
+    fn writer(&mut self, w: usize) -> &mut Writer {
+        if self.writers[w].is_none() {
+            let mut wr = Writer::open(self.dir).unwrap();
+            wr.set_index_buffer(self.buffer);
+            self.writers[w] = Some(wr);
+        }
+        self.writers[w].as_mut().unwrap()
+    }
+
+    fn flush_others(&mut self, w: usize) {
+        for o in 0..self.writers.len() {
+            if o != w && self.dirty[o] {
+                self.writers[o].as_mut().unwrap().flush().unwrap();
+                self.dirty[o] = false;
+            }
+        }
+    }
+
+    fn write(&mut self, w: usize, offset: u64, data: &[u8]) {
+        self.flush_others(w);
+        self.writer(w).write_at(offset, data).unwrap();
+        self.dirty[w] = true;
+        let end = offset as usize + data.len();
+        if self.model.len() < end {
+            self.model.resize(end, 0);
+        }
+        self.model[offset as usize..end].copy_from_slice(data);
+    }
+
+    fn flush_all(&mut self) {
+        self.flush_others(usize::MAX);
+    }
+
+    fn check(&mut self, offset: u64, len: usize) {
+        self.flush_all();
+        let r = Reader::open(self.dir).unwrap();
+        assert!(r.damage().is_empty(), "{:?}", r.damage());
+        assert_eq!(r.size(), self.model.len() as u64, "size");
+        assert_eq!(
+            stat(self.dir).unwrap().size,
+            self.model.len() as u64,
+            "stat size"
+        );
+        let mut buf = vec![0xAAu8; len];
+        let n = r.read_at(&mut buf, offset).unwrap();
+        let start = (offset as usize).min(self.model.len());
+        let end = (offset as usize + len).min(self.model.len());
+        assert_eq!(n, end - start, "read length at {offset}+{len}");
+        assert!(
+            buf[..n] == self.model[start..end],
+            "bytes at {offset}+{len}"
+        );
+        let mut whole = vec![0u8; self.model.len()];
+        assert_eq!(r.read_at(&mut whole, 0).unwrap(), self.model.len());
+        assert!(whole == self.model, "whole file");
+    }
+}
+
+fn run(mode: IndexMode, buffer: usize, ops: Vec<Op>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("file");
+    patio_container::layout::create(&dir, mode).unwrap();
+    let mut h = Harness {
+        dir: &dir,
+        writers: (0..3).map(|_| None).collect(),
+        dirty: vec![false; 3],
+        buffer,
+        model: Vec::new(),
+    };
+    for op in ops {
+        match op {
+            Op::Write {
+                w,
+                offset,
+                len,
+                seed,
+            } => h.write(w, offset, &bytes(seed, offset, len)),
+            Op::Strided {
+                first_writer,
+                writers,
+                block,
+                rows,
+                base,
+                seed,
+            } => {
+                for row in 0..rows {
+                    for k in 0..writers {
+                        let w = (first_writer + k) % 3;
+                        let offset = base + (row * writers as u64 + k as u64) * block;
+                        h.write(w, offset, &bytes(seed, offset, block as usize));
+                    }
+                }
+            }
+            Op::Flush { w } => {
+                if h.writers[w].is_some() {
+                    h.flush_others(w);
+                    h.writers[w].as_mut().unwrap().flush().unwrap();
+                    h.dirty[w] = false;
+                }
+            }
+            Op::Reopen { w } => {
+                if let Some(wr) = h.writers[w].take() {
+                    h.flush_others(w);
+                    wr.close().unwrap();
+                    h.dirty[w] = false;
+                }
+            }
+            Op::Truncate { size } => {
+                h.flush_all();
+                truncate(&dir, size).unwrap();
+                h.model.resize(size as usize, 0);
+            }
+            Op::Check { offset, len } => h.check(offset, len),
+        }
+    }
+    h.check(0, 1);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn pattern_mode_matches_the_model(ops in prop::collection::vec(op(), 1..40), buffer in 1..64usize) {
+        run(IndexMode::Pattern, buffer, ops);
+    }
+
+    #[test]
+    fn raw_mode_matches_the_model(ops in prop::collection::vec(op(), 1..40), buffer in 1..64usize) {
+        run(IndexMode::Raw, buffer, ops);
+    }
+}
+
+#[test]
+fn n1_strided_is_one_tile_in_a_tiny_map() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ckpt");
+    let (writers, rows, block) = (16u64, 300u64, 512u64);
+    let mut ws: Vec<Writer> = (0..writers)
+        .map(|_| {
+            let mut w = Writer::create(&dir, IndexMode::Pattern).unwrap();
+            w.set_index_buffer(64);
+            w
+        })
+        .collect();
+    for row in 0..rows {
+        for (k, w) in ws.iter_mut().enumerate() {
+            let offset = (row * writers + k as u64) * block;
+            w.write_at(offset, &bytes(7, offset, block as usize))
+                .unwrap();
+            // Flushes at different rows per writer: records do not line up.
+            if row == 7 * k as u64 + 3 {
+                w.flush().unwrap();
+            }
+        }
+    }
+    for w in ws {
+        w.close().unwrap();
+    }
+    let r = Reader::open(&dir).unwrap();
+    let s = r.stats();
+    assert_eq!(s.index.tiles, 1, "{:?}", r.index().describe());
+    assert_eq!(s.index.loose_writes, 0);
+    assert!(s.index.mem_bytes < 4096, "{} bytes", s.index.mem_bytes);
+    assert_eq!(s.writes, writers * rows);
+    let size = (writers * rows * block) as usize;
+    let mut buf = vec![0u8; size];
+    assert_eq!(r.read_at(&mut buf, 0).unwrap(), size);
+    assert!(buf == bytes(7, 0, size));
+    // Raw mode of the same writes for comparison.
+    let raw = tmp.path().join("raw");
+    let mut ws: Vec<Writer> = (0..writers)
+        .map(|_| Writer::create(&raw, IndexMode::Raw).unwrap())
+        .collect();
+    for row in 0..rows {
+        for (k, w) in ws.iter_mut().enumerate() {
+            let offset = (row * writers + k as u64) * block;
+            w.write_at(offset, &bytes(7, offset, block as usize))
+                .unwrap();
+        }
+    }
+    drop(ws);
+    let rr = Reader::open(&raw).unwrap();
+    assert_eq!(rr.size(), size as u64);
+    assert!(rr.stats().index_disk_bytes > 10 * s.index_disk_bytes);
+}
