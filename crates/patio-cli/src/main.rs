@@ -34,7 +34,7 @@ enum Command {
     Bench(bench::BenchCommand),
     /// Convert a trace between formats (.darshan, .csv, .ptrace in; .csv or .ptrace out).
     Convert(load::ConvertArgs),
-    /// FUSE mounts: `mount trace` records every request made through a passthrough mount.
+    /// FUSE mounts: `mount trace` records every request made through a passthrough mount; `mount prefetch` serves its reads through the prefetch engine.
     #[command(subcommand)]
     Mount(mount::MountCommand),
     /// Replay a trace's reads against a data file through the prefetch engine (none, readahead, stride, markov, pattern, oracle).

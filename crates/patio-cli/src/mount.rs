@@ -1,11 +1,16 @@
 //! `patio mount …`: FUSE mounts served by this process in the foreground.
 //! `patio mount trace` records every read and write made through a passthrough mount
-//! (patio-fs's tracing mount).
+//! (patio-fs's tracing mount); `patio mount prefetch` serves the reads of a
+//! passthrough mount through the prefetch engine (patio-fs's prefetch mount) and
+//! reports its counters when the mount ends.
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
+use patio_fs::prefetch::{self, PrefetchMount, PrefetchSummary};
 use patio_fs::session::Ended;
 use patio_fs::tracing::{self, TraceMount};
-use std::path::PathBuf;
+use patio_prefetch::{replay, EngineConfig, PolicyKind, StoreConfig};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Subcommand)]
 pub enum MountCommand {
@@ -27,6 +32,38 @@ pub enum MountCommand {
         after_help = "Example:\n  patio mount trace data/ /mnt/traced --out run.ptrace &\n  ./app /mnt/traced/input.h5\n  fusermount3 -u /mnt/traced        # or kill -INT the patio process\n  patio analyze run.ptrace"
     )]
     Trace(TraceArgs),
+    /// Mount SOURCE_DIR at MOUNTPOINT and serve its reads through the prefetch engine.
+    ///
+    /// A passthrough FUSE mount: everything done under MOUNTPOINT happens to the files
+    /// in SOURCE_DIR, and reads return exactly the source's bytes. Each open file
+    /// handle gets its own stream reader with the chosen policy (none, readahead,
+    /// stride, markov, pattern), which predicts the handle's next reads; worker
+    /// threads prefetch them into one cache for the whole mount (--cache-mib). The
+    /// files are read with O_DIRECT where the source file system allows it, behind
+    /// the slow-store model when --latency-ms or --bandwidth-mbps is given (each
+    /// backend request costs latency + bytes / bandwidth, at most --concurrency at a
+    /// time), at the source's own speed otherwise. Writes go to the real file and
+    /// drop the cached bytes they overlap.
+    ///
+    /// FUSE mode. With --direct-io files are opened FOPEN_DIRECT_IO: the kernel's page
+    /// cache is bypassed and every read the application makes reaches the policy
+    /// unchanged (split only above the kernel's 1 MiB per-request limit); this is the
+    /// mode where the application's access pattern is visible. Without it (cached
+    /// mode) the kernel's page cache and its own readahead sit in front: the policy
+    /// sees page-cache misses and the kernel's readahead requests (up to 128 KiB),
+    /// not the application's reads, and data the kernel has cached is served without
+    /// reaching the daemon.
+    ///
+    /// The oracle policy cannot serve a mount (it needs the future requests); markov
+    /// needs a model trained on an earlier run (--model).
+    ///
+    /// Runs in the foreground. Stop it with Ctrl-C, SIGTERM, or `fusermount3 -u
+    /// MOUNTPOINT`; the counters (hits, late hits, misses, accuracy, coverage, backend
+    /// requests and bytes) are printed then, and written to --stats-json.
+    #[command(
+        after_help = "Examples:\n  patio mount prefetch data/ /mnt/pf --policy pattern --direct-io --latency-ms 2 --bandwidth-mbps 200 &\n  ./app /mnt/pf/input.h5\n  fusermount3 -u /mnt/pf            # prints the counters\n\n  # markov: train on a traced run first\n  patio mount trace data/ /mnt/t --out run.ptrace   # run the app, unmount\n  patio replay run.ptrace --data data/input.h5 --policy markov --stream 0 --save-model m.ppms\n  patio mount prefetch data/ /mnt/pf --policy markov --model m.ppms --direct-io"
+    )]
+    Prefetch(PrefetchArgs),
 }
 
 #[derive(clap::Args)]
@@ -47,9 +84,57 @@ pub struct TraceArgs {
     allow_other: bool,
 }
 
+#[derive(clap::Args)]
+pub struct PrefetchArgs {
+    /// Directory whose files the mount serves.
+    #[arg(value_name = "SOURCE_DIR")]
+    source: PathBuf,
+    /// Empty directory to mount on (outside SOURCE_DIR).
+    #[arg(value_name = "MOUNTPOINT")]
+    mountpoint: PathBuf,
+    /// Prediction policy of every open file: none, readahead, stride, markov, pattern.
+    #[arg(long)]
+    policy: String,
+    /// Open files in direct-I/O mode (FOPEN_DIRECT_IO): every application read reaches
+    /// the policy unchanged. Without it, the kernel's page cache and readahead act in
+    /// front (cached mode).
+    #[arg(long)]
+    direct_io: bool,
+    /// Slow-store model: latency of every backend request, in milliseconds (default:
+    /// no model, the source's own speed; 0 with --bandwidth-mbps).
+    #[arg(long)]
+    latency_ms: Option<f64>,
+    /// Slow-store model: bandwidth of every backend request, in MB/s (10^6 bytes); 0
+    /// for unlimited (the default when only --latency-ms is given).
+    #[arg(long)]
+    bandwidth_mbps: Option<f64>,
+    /// Backend requests served at the same time.
+    #[arg(long, default_value_t = 4)]
+    concurrency: usize,
+    /// Prefetch cache budget of the whole mount, in MiB (in-flight and ready
+    /// prefetches together).
+    #[arg(long, default_value_t = 64)]
+    cache_mib: u64,
+    /// Prefetch worker threads.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// A model saved by an earlier run for markov or pattern (`patio replay
+    /// --save-model` with one stream, or a bare model); every open file starts from it.
+    #[arg(long, value_name = "FILE")]
+    model: Option<PathBuf>,
+    /// Write the counters as JSON to FILE when the mount ends.
+    #[arg(long, value_name = "FILE")]
+    stats_json: Option<PathBuf>,
+    /// Let other users use the mount too (FUSE allow_other; permission checks stay the
+    /// kernel's). A non-root user needs `user_allow_other` in /etc/fuse.conf.
+    #[arg(long)]
+    allow_other: bool,
+}
+
 pub fn run(cmd: MountCommand) -> Result<()> {
     match cmd {
         MountCommand::Trace(args) => trace(args),
+        MountCommand::Prefetch(args) => prefetch_mount(args),
     }
 }
 
@@ -87,4 +172,303 @@ fn trace(args: TraceArgs) -> Result<()> {
         summary.streams
     );
     Ok(())
+}
+
+/// The model of `--model`: a `patio replay --save-model` file holding one stream's
+/// model, or a bare model blob (checked by the policy when it loads it).
+fn load_model(path: &Path, kind: PolicyKind) -> Result<Vec<u8>> {
+    if !kind.has_model() {
+        bail!("--model: the {kind} policy takes no model");
+    }
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read model {}", path.display()))?;
+    let Ok(models) = replay::load_models(&bytes) else {
+        return Ok(bytes);
+    };
+    let mut saved: Vec<Vec<u8>> = models.into_iter().filter(|m| !m.is_empty()).collect();
+    if saved.len() != 1 {
+        bail!(
+            "{}: holds {} stream models; a mount needs one (save it with `patio replay \
+             --stream N --save-model FILE`)",
+            path.display(),
+            saved.len()
+        );
+    }
+    Ok(saved.remove(0))
+}
+
+fn store_config(args: &PrefetchArgs) -> Result<Option<StoreConfig>> {
+    for (flag, v) in [
+        ("--latency-ms", args.latency_ms),
+        ("--bandwidth-mbps", args.bandwidth_mbps),
+    ] {
+        if let Some(v) = v {
+            if !(v >= 0.0 && v.is_finite()) {
+                bail!("{flag} must be a finite number ≥ 0, not {v}");
+            }
+        }
+    }
+    if args.latency_ms.is_none() && args.bandwidth_mbps.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(StoreConfig::with(
+        args.latency_ms.unwrap_or(0.0),
+        args.bandwidth_mbps.unwrap_or(0.0),
+    )))
+}
+
+/// The slow store as shown in messages.
+fn describe_store(store: Option<&StoreConfig>) -> String {
+    match store {
+        None => "no slow-store model".into(),
+        Some(s) => {
+            let bw = if s.bandwidth.is_finite() {
+                format!("{} MB/s", s.bandwidth / 1e6)
+            } else {
+                "unlimited bandwidth".into()
+            };
+            format!(
+                "slow store {} ms + {bw}, {} concurrent",
+                s.latency.as_secs_f64() * 1e3,
+                s.concurrency
+            )
+        }
+    }
+}
+
+/// The counters of a prefetch mount, as written to `--stats-json`.
+#[derive(Serialize, Clone, Debug)]
+pub struct MountStatsJson {
+    pub policy: String,
+    /// `direct_io` (FOPEN_DIRECT_IO) or `cached` (kernel page cache and readahead).
+    pub fuse_mode: String,
+    pub latency_ms: Option<f64>,
+    pub bandwidth_mbps: Option<f64>,
+    pub concurrency: usize,
+    pub cache_budget_bytes: u64,
+    pub workers: usize,
+    /// Read requests the engine served (hits + late_hits + misses).
+    pub requests: u64,
+    pub hits: u64,
+    pub late_hits: u64,
+    pub misses: u64,
+    pub partial_hits: u64,
+    pub accuracy: f64,
+    pub coverage: f64,
+    pub read_bytes: u64,
+    pub cache_bytes: u64,
+    pub demand_requests: u64,
+    pub demand_bytes: u64,
+    pub prefetch_requests: u64,
+    pub prefetched_bytes: u64,
+    pub used_bytes: u64,
+    pub wasted_bytes: u64,
+    pub backend_requests: u64,
+    pub backend_bytes: u64,
+    pub peak_cache_bytes: u64,
+    pub analyzer_ns_per_request: f64,
+    /// Every read request the mount served; those of handles served with plain pread
+    /// (the engine could not reopen the file) are not in the engine's counters.
+    pub mount_reads: u64,
+    pub passthrough_reads: u64,
+    pub writes: u64,
+    pub written_bytes: u64,
+    pub invalidations: u64,
+    pub handles: u64,
+    pub files: u64,
+    pub fallback_handles: u64,
+    pub fallback_reason: Option<String>,
+    pub io_mode: Option<String>,
+    pub ended: String,
+}
+
+impl MountStatsJson {
+    fn new(args: &PrefetchArgs, store: Option<&StoreConfig>, s: &PrefetchSummary) -> Self {
+        let st = &s.stats;
+        let c = &s.counts;
+        MountStatsJson {
+            policy: args.policy.clone(),
+            fuse_mode: if args.direct_io {
+                "direct_io"
+            } else {
+                "cached"
+            }
+            .into(),
+            latency_ms: store.map(|s| s.latency.as_secs_f64() * 1e3),
+            bandwidth_mbps: store.map(|s| s.bandwidth / 1e6).filter(|b| b.is_finite()),
+            concurrency: args.concurrency,
+            cache_budget_bytes: st.budget_bytes,
+            workers: args.workers,
+            requests: st.requests,
+            hits: st.hits,
+            late_hits: st.late_hits,
+            misses: st.misses,
+            partial_hits: st.partial_hits,
+            accuracy: st.accuracy(),
+            coverage: st.coverage(),
+            read_bytes: st.read_bytes,
+            cache_bytes: st.cache_bytes,
+            demand_requests: st.demand_requests,
+            demand_bytes: st.demand_bytes,
+            prefetch_requests: st.prefetch_requests,
+            prefetched_bytes: st.prefetched_bytes,
+            used_bytes: st.used_bytes,
+            wasted_bytes: st.wasted_bytes,
+            backend_requests: st.backend_requests,
+            backend_bytes: st.backend_bytes,
+            peak_cache_bytes: st.peak_cache_bytes,
+            analyzer_ns_per_request: st.analyzer_ns_per_request(),
+            mount_reads: c.reads,
+            passthrough_reads: c.passthrough_reads,
+            writes: c.writes,
+            written_bytes: c.written_bytes,
+            invalidations: c.invalidations,
+            handles: c.handles,
+            files: c.files,
+            fallback_handles: c.fallback_handles,
+            fallback_reason: s.fallback_reason.clone(),
+            io_mode: s.io_mode.clone(),
+            ended: ended_text(s.ended).into(),
+        }
+    }
+}
+
+fn ended_text(e: Ended) -> &'static str {
+    match e {
+        Ended::Signal(_) => "unmounted",
+        Ended::Unmounted => "unmounted externally",
+        Ended::Detached => "detached lazily",
+    }
+}
+
+fn prefetch_mount(args: PrefetchArgs) -> Result<()> {
+    let kind: PolicyKind = args.policy.parse().map_err(anyhow::Error::msg)?;
+    let model = args
+        .model
+        .as_deref()
+        .map(|p| load_model(p, kind))
+        .transpose()?;
+    let store = store_config(&args)?;
+    if args.concurrency == 0 || args.workers == 0 || args.cache_mib == 0 {
+        bail!("--concurrency, --workers and --cache-mib must be at least 1");
+    }
+    let Some(budget) = args.cache_mib.checked_mul(1 << 20) else {
+        bail!("--cache-mib {} is too large", args.cache_mib);
+    };
+    let req = PrefetchMount {
+        source: args.source.clone(),
+        mountpoint: args.mountpoint.clone(),
+        policy: kind,
+        model,
+        direct_io: args.direct_io,
+        store: StoreConfig {
+            concurrency: args.concurrency,
+            ..store.clone().unwrap_or_else(StoreConfig::instant)
+        },
+        engine: EngineConfig {
+            workers: args.workers,
+            budget,
+            ..EngineConfig::default()
+        },
+        allow_other: args.allow_other,
+        outputs: args
+            .stats_json
+            .iter()
+            .map(|p| (p.clone(), "--stats-json", "statistics"))
+            .collect(),
+    };
+    let store = store.map(|s| StoreConfig {
+        concurrency: args.concurrency,
+        ..s
+    });
+    let mode = if args.direct_io {
+        "direct I/O"
+    } else {
+        "cached mode: kernel page cache and readahead in front"
+    };
+    let what = format!("policy {kind}, {mode}, {}", describe_store(store.as_ref()));
+    let pid = std::process::id();
+    let mut notify = |msg: &str| {
+        if msg.starts_with("mounted") {
+            eprintln!(
+                "patio: prefetching {} {msg} ({what}); stop with Ctrl-C, `kill {pid}` or \
+                 `fusermount3 -u {}`",
+                req.source.display(),
+                req.mountpoint.display()
+            );
+        } else {
+            eprintln!("patio: {msg}");
+        }
+    };
+    let summary = prefetch::run(&req, &mut notify)?;
+    let json = MountStatsJson::new(&args, store.as_ref(), &summary);
+    if let Some(path) = &args.stats_json {
+        let text = serde_json::to_string_pretty(&json)?;
+        std::fs::write(path, format!("{text}\n"))
+            .with_context(|| format!("cannot write statistics {}", path.display()))?;
+    }
+    eprint!("{}", render(&json, &what, &req.mountpoint));
+    Ok(())
+}
+
+fn render(j: &MountStatsJson, what: &str, mountpoint: &Path) -> String {
+    use crate::bench::{grouped, human_bytes, sig3};
+    let pct = |x: f64| format!("{:.1}%", x * 100.0);
+    let mut reads = format!("{} through the engine", grouped(j.requests));
+    if j.passthrough_reads > 0 {
+        reads += &format!(
+            ", {} with pread ({} handles the engine could not open: {})",
+            grouped(j.passthrough_reads),
+            j.fallback_handles,
+            j.fallback_reason.as_deref().unwrap_or("?")
+        );
+    }
+    let lines = [
+        ("reads", reads),
+        (
+            "hits / late / misses",
+            format!("{} / {} / {}", j.hits, j.late_hits, j.misses),
+        ),
+        ("accuracy", pct(j.accuracy)),
+        ("coverage", pct(j.coverage)),
+        (
+            "prefetched / wasted",
+            format!(
+                "{} / {}",
+                human_bytes(j.prefetched_bytes),
+                human_bytes(j.wasted_bytes)
+            ),
+        ),
+        (
+            "backend",
+            format!(
+                "{} requests, {}",
+                grouped(j.backend_requests),
+                human_bytes(j.backend_bytes)
+            ),
+        ),
+        (
+            "writes",
+            format!(
+                "{}, {} ({} invalidations)",
+                grouped(j.writes),
+                human_bytes(j.written_bytes),
+                grouped(j.invalidations)
+            ),
+        ),
+        (
+            "open files",
+            format!("{} handles of {} files", j.handles, j.files),
+        ),
+        (
+            "analyzer",
+            format!("{} ns per request", sig3(j.analyzer_ns_per_request)),
+        ),
+    ];
+    let width = lines.iter().map(|l| l.0.len()).max().unwrap_or(0);
+    let mut out = format!("patio: {} {} ({what})\n", mountpoint.display(), j.ended);
+    for (k, v) in lines {
+        out += &format!("  {k:<width$}  {v}\n");
+    }
+    out
 }

@@ -1,0 +1,317 @@
+"""``patio mount prefetch`` through the kernel: real FUSE mounts, real reads, no mocks.
+
+Each test mounts a temporary source directory holding a file of random bytes, reads it
+through the mount with strided and random ``os.pread`` calls under one policy, in
+direct-I/O mode (every read reaches the policy) and in cached mode (the kernel's page
+cache and readahead in front), and checks that every read returned exactly the source's
+bytes, that writes through the mount reach the source and drop what was prefetched
+before them, and that the counters written with ``--stats-json`` add up. The slow store
+runs with a small latency so that the tests stay short.
+
+Mounts are always removed, also when a test fails (``fusermount3 -u -z`` in the
+fixture's cleanup). Helpers shared with the tracing mount's tests come from
+``test_mount_trace``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_cli import patio_binary
+from test_mount_trace import one_line_error, patio, tool
+
+SIZE = 1 << 21
+BLOCK = 16 << 10
+STRIDE = 3 * BLOCK
+STORE = ["--latency-ms", "1", "--bandwidth-mbps", "1000"]
+MODES = {"direct": ["--direct-io"], "cached": []}
+
+
+class PrefetchMount:
+    """One ``patio mount prefetch`` process serving ``src`` at ``mnt``."""
+
+    def __init__(self, base: Path, policy: str, *options: str):
+        self.src, self.mnt = base / "src", base / "mnt"
+        self.stats_file = base / "stats.json"
+        for d in (self.src, self.mnt):
+            d.mkdir(exist_ok=True)
+        self.stderr = ""
+        args = [patio_binary(), "mount", "prefetch", str(self.src), str(self.mnt)]
+        args += ["--policy", policy, "--stats-json", str(self.stats_file), *options]
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 15
+        while not os.path.ismount(self.mnt):
+            if self.proc.poll() is not None:
+                raise AssertionError(f"patio mount prefetch exited: {self.proc.communicate()[1]}")
+            assert time.monotonic() < deadline, "the mount did not appear within 15 s"
+            time.sleep(0.02)
+
+    def stop(self, how: str = "SIGINT") -> dict[str, Any]:
+        """Ends the mount; returns the counters of ``--stats-json``."""
+        if how == "fusermount":
+            subprocess.run([tool("fusermount3"), "-u", str(self.mnt)], check=True, timeout=30)
+        else:
+            self.proc.send_signal(getattr(signal, how))
+        _, self.stderr = self.proc.communicate(timeout=30)
+        assert self.proc.returncode == 0, self.stderr
+        assert not os.path.ismount(self.mnt)
+        assert "panicked" not in self.stderr
+        stats: dict[str, Any] = json.loads(self.stats_file.read_text())
+        return stats
+
+    def cleanup(self) -> None:
+        if os.path.ismount(self.mnt):
+            subprocess.run(
+                [tool("fusermount3"), "-u", "-z", str(self.mnt)], check=False, timeout=30
+            )
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate(timeout=30)
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="patio-prefetch-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def mount(workdir: Path) -> Iterator[Any]:
+    """``mount(policy, *options)`` starts a mount; all are removed afterwards."""
+    mounts: list[PrefetchMount] = []
+
+    def start(policy: str, *options: str) -> PrefetchMount:
+        m = PrefetchMount(workdir, policy, *options)
+        mounts.append(m)
+        return m
+
+    try:
+        yield start
+    finally:
+        for m in mounts:
+            m.cleanup()
+
+
+def source_file(m: PrefetchMount, size: int = SIZE, seed: int = 1) -> bytes:
+    data = random.Random(seed).randbytes(size)
+    (m.src / "data.bin").write_bytes(data)
+    return data
+
+
+def strided_then_random(path: Path, data: bytes, seed: int) -> tuple[int, int, int]:
+    """Strided reads over the whole file, then random ones (some past the end), each
+    compared with ``data``; returns the reads, those that got bytes, and the bytes."""
+    rng = random.Random(seed)
+    fd = os.open(path, os.O_RDONLY)
+    got: list[int] = []
+    try:
+        for off in range(0, len(data), STRIDE):
+            chunk = os.pread(fd, BLOCK, off)
+            assert chunk == data[off : off + BLOCK], off
+            got.append(len(chunk))
+        for _ in range(60):
+            off = rng.randrange(len(data) + 3 * BLOCK)
+            n = rng.randrange(1, 3 * BLOCK)
+            chunk = os.pread(fd, n, off)
+            assert chunk == data[off : off + n], (off, n)
+            got.append(len(chunk))
+    finally:
+        os.close(fd)
+    return len(got), sum(1 for n in got if n), sum(got)
+
+
+def consistent(stats: dict[str, Any]) -> None:
+    assert stats["hits"] + stats["late_hits"] + stats["misses"] == stats["requests"]
+    assert stats["mount_reads"] == stats["requests"] + stats["passthrough_reads"]
+    assert stats["passthrough_reads"] == 0 and stats["fallback_handles"] == 0
+    assert stats["cache_bytes"] <= stats["read_bytes"]
+    assert stats["prefetched_bytes"] == stats["used_bytes"] + stats["wasted_bytes"]
+    assert stats["backend_bytes"] >= stats["demand_bytes"]
+    assert 0.0 <= stats["coverage"] <= 1.0 and 0.0 <= stats["accuracy"] <= 1.0
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+@pytest.mark.parametrize("policy", ["none", "readahead", "stride", "pattern"])
+def test_every_read_returns_the_source_bytes(mount: Any, policy: str, mode: str) -> None:
+    m = mount(policy, *MODES[mode], *STORE)
+    data = source_file(m)
+    reads, with_bytes, nbytes = strided_then_random(m.mnt / "data.bin", data, seed=len(policy))
+    stats = m.stop("fusermount" if policy == "stride" else "SIGINT")
+    assert (m.src / "data.bin").read_bytes() == data
+    consistent(stats)
+    assert stats["policy"] == policy
+    assert stats["fuse_mode"] == ("direct_io" if mode == "direct" else "cached")
+    assert (stats["handles"], stats["files"]) == (1, 1)
+    if mode == "direct":
+        # Every application read reaches the engine unchanged.
+        assert (stats["requests"], stats["read_bytes"]) == (reads, nbytes)
+    else:
+        # The kernel reads whole pages and reads ahead; cached pages never arrive.
+        assert 0 < stats["requests"] and stats["read_bytes"] >= SIZE // 3
+    if policy == "none":
+        assert stats["prefetch_requests"] == 0 and stats["cache_bytes"] == 0
+        assert stats["backend_requests"] == stats["demand_requests"]
+        if mode == "direct":
+            # Without prefetching each read that gets bytes is one backend request.
+            assert stats["demand_requests"] == with_bytes
+    elif mode == "direct" and policy in ("stride", "pattern"):
+        # The strided part is predicted: a good share of it came from prefetches.
+        assert stats["coverage"] > 0.3, stats
+    assert "hits / late / misses" in m.stderr
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_writes_reach_the_source_and_replace_prefetched_bytes(mount: Any, mode: str) -> None:
+    m = mount("stride", *MODES[mode], *STORE)
+    data = bytearray(source_file(m, seed=7))
+    path = m.mnt / "data.bin"
+    reader = os.open(path, os.O_RDONLY)
+    writer = os.open(path, os.O_WRONLY)
+    try:
+        # A strided stream the policy follows: what comes next is being prefetched.
+        for i in range(12):
+            off = i * STRIDE
+            assert os.pread(reader, BLOCK, off) == data[off : off + BLOCK]
+        time.sleep(0.05)
+        # Overwrite the next strided blocks (partly) through another handle.
+        for i in range(12, 16):
+            off = i * STRIDE + 100
+            new = bytes([i]) * 5000
+            assert os.pwrite(writer, new, off) == len(new)
+            data[off : off + len(new)] = new
+        for i in range(12, 20):
+            off = i * STRIDE
+            assert os.pread(reader, BLOCK, off) == data[off : off + BLOCK], i
+        # Shrink the file: reads stop at the new end; grow it: zeros appear.
+        os.ftruncate(writer, 21 * STRIDE + 10)
+        del data[21 * STRIDE + 10 :]
+        for i in range(20, 23):
+            off = i * STRIDE
+            assert os.pread(reader, BLOCK, off) == bytes(data[off : off + BLOCK]), i
+        os.ftruncate(writer, 22 * STRIDE)
+        data.extend(bytes(22 * STRIDE - len(data)))
+        off = 21 * STRIDE
+        assert os.pread(reader, BLOCK, off) == bytes(data[off : off + BLOCK])
+    finally:
+        os.close(reader)
+        os.close(writer)
+    stats = m.stop()
+    assert (m.src / "data.bin").read_bytes() == bytes(data)
+    consistent(stats)
+    assert stats["writes"] >= 4 and stats["written_bytes"] == 4 * 5000
+    assert stats["invalidations"] >= 6
+    assert (stats["handles"], stats["files"]) == (1, 1)
+    if mode == "direct":
+        assert stats["prefetch_requests"] > 0
+
+
+def test_files_created_and_rewritten_through_the_mount(mount: Any) -> None:
+    m = mount("pattern", "--direct-io")
+    path = m.mnt / "new.bin"
+    first = os.urandom(300_000)
+    path.write_bytes(first)
+    assert path.read_bytes() == first
+    second = os.urandom(100_000)
+    path.write_bytes(second)  # O_TRUNC: the old bytes must not come back
+    assert path.read_bytes() == second
+    fd = os.open(path, os.O_RDWR)
+    try:
+        for k in range(10):
+            assert os.pread(fd, 4096, k * 8192) == second[k * 8192 : k * 8192 + 4096]
+        os.pwrite(fd, b"z" * 4096, 10 * 8192)
+        assert os.pread(fd, 4096, 10 * 8192) == b"z" * 4096
+    finally:
+        os.close(fd)
+    stats = m.stop()
+    consistent(stats)
+    assert (m.src / "new.bin").read_bytes()[10 * 8192 : 10 * 8192 + 4096] == b"z" * 4096
+
+
+def test_markov_runs_from_a_model_trained_on_an_earlier_run(mount: Any, workdir: Path) -> None:
+    m = mount("none")
+    data = source_file(m, size=1 << 20)
+    m.stop()
+    # A recorded run of the same strided reads (the CSV trace format), replayed once
+    # to train and save the Markov model.
+    offsets = range(0, len(data), STRIDE)
+    lines = ["module,file,rank,op,offset,length,start,end"]
+    lines += [f"FUSE,data.bin,1,read,{o},{BLOCK},{i}.0,{i}.5" for i, o in enumerate(offsets)]
+    trace, model = workdir / "run.csv", workdir / "markov.ppms"
+    trace.write_text("\n".join(lines) + "\n")
+    patio(
+        "replay",
+        str(trace),
+        "--data",
+        str(m.src / "data.bin"),
+        "--policy",
+        "markov",
+        "--latency-ms",
+        "0",
+        "--compute-ratio",
+        "0",
+        "--save-model",
+        str(model),
+    )
+    m = mount("markov", "--direct-io", "--model", str(model), *STORE)
+    fd = os.open(m.mnt / "data.bin", os.O_RDONLY)
+    try:
+        for o in offsets:
+            assert os.pread(fd, BLOCK, o) == data[o : o + BLOCK]
+    finally:
+        os.close(fd)
+    stats = m.stop()
+    consistent(stats)
+    assert stats["requests"] == len(offsets) and stats["cache_bytes"] > 0
+
+
+def test_bad_inputs_are_one_line_errors(workdir: Path) -> None:
+    src, mnt = workdir / "src", workdir / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    (workdir / "file").write_bytes(b"")
+    junk = workdir / "junk.model"
+    junk.write_bytes(b"not a model")
+
+    def run(s: Path, m: Path, *options: str) -> subprocess.CompletedProcess[str]:
+        args = ["mount", "prefetch", str(s), str(m), *options]
+        return patio(*args, check=False)
+
+    pattern = ("--policy", "pattern")
+    one_line_error(run(workdir / "nope", mnt, *pattern), "nope", "does not exist")
+    one_line_error(run(src, workdir / "file", *pattern), "mount point", "not a directory")
+    one_line_error(run(src, workdir / "gone", *pattern), "mount point", "does not exist")
+    one_line_error(run(src, mnt, "--policy", "bogus"), "unknown policy", "bogus")
+    one_line_error(run(src, mnt, "--policy", "oracle"), "oracle", "future")
+    one_line_error(run(src, mnt, "--policy", "markov"), "markov", "--model")
+    one_line_error(run(src, mnt, "--policy", "none", "--model", str(junk)), "takes no model")
+    one_line_error(run(src, mnt, "--policy", "markov", "--model", str(junk)), "markov model")
+    one_line_error(
+        run(src, mnt, "--policy", "markov", "--model", str(workdir / "absent")),
+        "cannot read model",
+    )
+    one_line_error(run(src, mnt, *pattern, "--latency-ms=-1"), "--latency-ms")
+    one_line_error(run(src, mnt, *pattern, "--cache-mib", "0"), "--cache-mib")
+    one_line_error(
+        run(src, mnt, *pattern, "--stats-json", str(workdir / "no" / "s.json")),
+        "cannot write statistics",
+    )
+    one_line_error(
+        run(src, mnt, *pattern, "--stats-json", str(mnt / "s.json")), "inside the mount point"
+    )
+    assert not os.path.ismount(mnt)
