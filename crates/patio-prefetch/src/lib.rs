@@ -14,8 +14,8 @@
 //! | [`replay`] | trace-driven replay with compute gaps |
 //! | [`workloads`] | synthetic read workloads of `patio bench prefetch` |
 //!
-//! Front ends (the `patio replay` and `patio bench prefetch` commands today; a FUSE
-//! mount and a Python file object later) open files with [`Engine::add_file`] and read
+//! Front ends (the `patio replay`, `patio bench prefetch` and `patio mount prefetch`
+//! commands, and Python's `patio.open`) open files with [`Engine::add_file`] and read
 //! through a [`StreamReader`] per open file or stream.
 
 pub mod backend;
