@@ -50,9 +50,9 @@ pub enum MountCommand {
     /// unchanged (split only above the kernel's 1 MiB per-request limit); this is the
     /// mode where the application's access pattern is visible. Without it (cached
     /// mode) the kernel's page cache and its own readahead sit in front: the policy
-    /// sees page-cache misses and the kernel's readahead requests (up to 128 KiB),
-    /// not the application's reads, and data the kernel has cached is served without
-    /// reaching the daemon.
+    /// sees page-cache misses and the kernel's readahead requests (whole pages, up to
+    /// a few hundred KiB each), not the application's reads, and data the kernel has
+    /// cached is served without reaching the daemon.
     ///
     /// The oracle policy cannot serve a mount (it needs the future requests); markov
     /// needs a model trained on an earlier run (--model).
@@ -458,7 +458,7 @@ fn render(j: &MountStatsJson, what: &str, mountpoint: &Path) -> String {
         ),
         (
             "open files",
-            format!("{} handles of {} files", j.handles, j.files),
+            format!("{} handle(s) of {} file(s)", j.handles, j.files),
         ),
         (
             "analyzer",
