@@ -3,6 +3,7 @@
 
 mod analyze;
 mod bench;
+mod container;
 mod load;
 mod mount;
 mod python;
@@ -32,6 +33,9 @@ enum Command {
     /// Benchmarks: pattern map vs extent table, detector throughput, index compression.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Pattern-indexed containers: `container stat|map|check|flatten PATH`.
+    #[command(subcommand)]
+    Container(container::ContainerCommand),
     /// Convert a trace between formats (.darshan, .csv, .ptrace in; .csv or .ptrace out).
     Convert(load::ConvertArgs),
     /// FUSE mounts: `mount trace` records every request made through a passthrough mount; `mount prefetch` serves its reads through the prefetch engine.
@@ -48,6 +52,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Analyze(args) => analyze::run(args),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Container(cmd) => container::run(cmd),
         Command::Convert(args) => load::convert(args),
         Command::Mount(cmd) => mount::run(cmd),
         Command::Replay(args) => replay::run(args),

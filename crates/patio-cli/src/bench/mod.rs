@@ -12,6 +12,7 @@ use serde::Serialize;
 use std::time::{Duration, Instant};
 
 mod compress;
+mod container;
 mod detect;
 mod lookup;
 mod prefetch;
@@ -60,6 +61,9 @@ pub enum BenchCommand {
     /// Prefetch policies side by side on synthetic read workloads over a slow store
     /// (I/O time, hits, accuracy, coverage, waste, model size).
     Prefetch(prefetch::Args),
+    /// Container index at scale: W writers × N strided 4 KiB writes, pattern vs raw
+    /// index (bytes on disk, map bytes in memory, read-open time).
+    Container(container::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -77,6 +81,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         } => detect::run(entries, window, reps, json),
         BenchCommand::Compress { json } => compress::run(json),
         BenchCommand::Prefetch(args) => prefetch::run(args),
+        BenchCommand::Container(args) => container::run(args),
     }
 }
 

@@ -1,0 +1,227 @@
+//! `patio container …`: tools for pattern-indexed containers (the log-structured N-1
+//! files of patio-container): `stat` (the index and its compression), `map` (the
+//! index as a trace CSV for `patio analyze`), `check` (verify every record) and
+//! `flatten` (write the logical file as a plain file).
+
+use crate::bench::{human_bytes, progress, sig3, write_stdout};
+use anyhow::{bail, Context, Result};
+use patio_container::{check, flatten, stat, Reader};
+use patio_core::trace::{Op, StreamKey, Trace};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(clap::Subcommand)]
+pub enum ContainerCommand {
+    /// Writers, writes, raw entries, index bytes on disk, map bytes in memory, compression ratio, global patterns.
+    ///
+    /// Opens the container as a reader would (every index log read and merged) and
+    /// reports the index: how many writers and writes, how many entries a
+    /// one-entry-per-write index would hold (24 bytes each), the bytes of the index
+    /// logs on disk, the bytes of the merged map in memory, the ratio of the two
+    /// index sizes, and the global patterns (tiles: interleaved strided writers).
+    Stat {
+        /// The container (the directory that holds the logical file).
+        path: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Also print every global pattern entry.
+        #[arg(long)]
+        patterns: bool,
+    },
+    /// Print the index as a trace CSV (one stream per writer, in write order), readable by `patio analyze`.
+    Map {
+        path: PathBuf,
+        /// Write the CSV here instead of standard output.
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+    },
+    /// Verify every index record (checksum, decoding, bounds, data present); non-zero exit on damage.
+    Check {
+        path: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the logical file as a plain file OUT (holes as zeros).
+    Flatten { path: PathBuf, out: PathBuf },
+}
+
+pub fn run(cmd: ContainerCommand) -> Result<()> {
+    match cmd {
+        ContainerCommand::Stat {
+            path,
+            json,
+            patterns,
+        } => stat_cmd(path, json, patterns),
+        ContainerCommand::Map { path, out } => map_cmd(path, out),
+        ContainerCommand::Check { path, json } => check_cmd(path, json),
+        ContainerCommand::Flatten { path, out } => {
+            let bar = progress(stat(&path)?.size, false);
+            let size = flatten(&path, &out, |done, _| bar.set_position(done))?;
+            bar.finish_and_clear();
+            eprintln!("patio: wrote {} ({size} bytes)", out.display());
+            Ok(())
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct StatReport {
+    path: String,
+    index_mode: &'static str,
+    size: u64,
+    writers: u64,
+    records: u64,
+    writes: u64,
+    raw_entries: u64,
+    raw_index_bytes: u64,
+    index_disk_bytes: u64,
+    map_mem_bytes: usize,
+    compression_ratio: f64,
+    global_patterns: u64,
+    tiles: u64,
+    loose_writes: u64,
+    open_ms: f64,
+    damage: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patterns: Option<Vec<String>>,
+}
+
+fn stat_cmd(path: PathBuf, json: bool, patterns: bool) -> Result<()> {
+    let start = Instant::now();
+    let reader = Reader::open(&path)?;
+    let open_ms = start.elapsed().as_secs_f64() * 1e3;
+    let s = reader.stats();
+    let report = StatReport {
+        path: path.display().to_string(),
+        index_mode: s.mode.name(),
+        size: s.size,
+        writers: s.writers,
+        records: s.records,
+        writes: s.writes,
+        raw_entries: s.raw_entries,
+        raw_index_bytes: s.raw_entries * 24,
+        index_disk_bytes: s.index_disk_bytes,
+        map_mem_bytes: s.index.mem_bytes,
+        compression_ratio: s.compression_ratio(),
+        global_patterns: s.index.global_patterns,
+        tiles: s.index.tiles,
+        loose_writes: s.index.loose_writes,
+        open_ms,
+        damage: reader.damage().iter().map(|d| d.to_string()).collect(),
+        patterns: patterns.then(|| reader.index().describe()),
+    };
+    if json {
+        return write_stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?));
+    }
+    let mut text = format!(
+        "{}: {} index, {} bytes\n\
+         writers            {}\n\
+         index records      {}\n\
+         writes             {}\n\
+         raw entries        {} ({} as a one-entry-per-write index)\n\
+         index on disk      {}\n\
+         map in memory      {}\n\
+         compression ratio  {}×\n\
+         global patterns    {} ({} tiles of interleaved writers)\n\
+         writes merged one by one  {}\n\
+         open time          {} ms\n",
+        report.path,
+        report.index_mode,
+        report.size,
+        report.writers,
+        report.records,
+        report.writes,
+        report.raw_entries,
+        human_bytes(report.raw_index_bytes),
+        human_bytes(report.index_disk_bytes),
+        human_bytes(report.map_mem_bytes as u64),
+        sig3(report.compression_ratio),
+        report.global_patterns,
+        report.tiles,
+        report.loose_writes,
+        sig3(open_ms),
+    );
+    for line in report.patterns.iter().flatten() {
+        text.push_str(&format!("  {line}\n"));
+    }
+    for d in &report.damage {
+        text.push_str(&format!("damaged: {d}\n"));
+    }
+    write_stdout(&text)
+}
+
+fn map_cmd(path: PathBuf, out: Option<PathBuf>) -> Result<()> {
+    let reader = Reader::open(&path)?;
+    for d in reader.damage() {
+        eprintln!("patio: warning: damaged index, rest of log not used: {d}");
+    }
+    let name = path
+        .file_name()
+        .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let records = reader.writes().map(|(chunk, key, e)| {
+        let t = key as f64 * 1e-9;
+        (
+            StreamKey {
+                module: "CONTAINER".into(),
+                file: name.clone(),
+                rank: chunk as i64,
+                op: Op::Write,
+            },
+            e.logical,
+            e.length,
+            t,
+            t,
+        )
+    });
+    let trace = Trace::from_records(records);
+    match out {
+        Some(p) => {
+            let f = std::fs::File::create(&p).with_context(|| format!("{}", p.display()))?;
+            trace.write_csv(std::io::BufWriter::new(f))?;
+        }
+        None => trace.write_csv(std::io::stdout().lock())?,
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct CheckOut {
+    path: String,
+    logs: u64,
+    records: u64,
+    writes: u64,
+    damage: Vec<String>,
+}
+
+fn check_cmd(path: PathBuf, json: bool) -> Result<()> {
+    let report = check(&path)?;
+    let out = CheckOut {
+        path: path.display().to_string(),
+        logs: report.logs,
+        records: report.records,
+        writes: report.writes,
+        damage: report.damage.iter().map(|d| d.to_string()).collect(),
+    };
+    if json {
+        write_stdout(&format!("{}\n", serde_json::to_string_pretty(&out)?))?;
+    } else {
+        let mut text = format!(
+            "{}: {} index logs, {} records, {} writes\n",
+            out.path, out.logs, out.records, out.writes
+        );
+        for d in &out.damage {
+            text.push_str(&format!("damaged: {d}\n"));
+        }
+        write_stdout(&text)?;
+    }
+    if !report.is_clean() {
+        bail!(
+            "{}: {} damaged place(s); the data before each is readable",
+            out.path,
+            out.damage.len()
+        );
+    }
+    Ok(())
+}
