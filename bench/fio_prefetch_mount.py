@@ -32,6 +32,7 @@ and bytes, hits / late hits / misses, coverage and accuracy.
 
     python bench/fio_prefetch_mount.py            # table
     python bench/fio_prefetch_mount.py --json     # one JSON object
+    python bench/fio_prefetch_mount.py --patio /path/to/patio   # another build
 """
 
 from __future__ import annotations
@@ -64,7 +65,12 @@ CASES: dict[str, tuple[str, bool, list[str]]] = {
 }
 
 
+PATIO: list[str] = []  # --patio, when given
+
+
 def patio_binary() -> str:
+    if PATIO:
+        return PATIO[0]
     for candidate in (REPO / ".venv" / "bin" / "patio", REPO / "target" / "release" / "patio"):
         if candidate.exists():
             return str(candidate)
@@ -202,7 +208,12 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--workdir", type=Path, help="scratch directory (default: a temp dir)")
+    parser.add_argument("--patio", type=Path, help="patio binary (default: the repository's)")
     args = parser.parse_args()
+    if args.patio:
+        if not os.access(args.patio, os.X_OK):
+            parser.error(f"--patio {args.patio}: not an executable")
+        PATIO.append(str(args.patio.resolve()))
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in cases if c not in CASES]
     if unknown or not cases:
@@ -253,6 +264,7 @@ def main() -> None:
         "cases": rows,
         "environment": {
             "commit": commit,
+            "patio": patio_binary(),
             "date": time.strftime("%Y-%m-%d"),
             "cpus": os.cpu_count(),
             "kernel": platform.release(),
