@@ -35,6 +35,14 @@ pub struct Args {
     /// Timed opens per case (median); the largest raw cases are opened once.
     #[arg(long, default_value_t = 3)]
     reps: usize,
+    /// Instead of the synthetic checkpoint: the write streams of this trace (any format
+    /// `patio analyze` reads), one container per written file, one writer per rank.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// With --trace: the module whose writes are used (default: POSIX when present,
+    /// else every module).
+    #[arg(long)]
+    module: Option<String>,
     /// Directory for the generated containers (default: the system temp dir).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -49,6 +57,16 @@ struct Side {
     map_mem_bytes: usize,
     open_ms: f64,
     write_s: f64,
+}
+
+#[derive(Serialize)]
+struct TraceCase {
+    file: String,
+    writers: u64,
+    writes: u64,
+    pattern: Side,
+    raw: Side,
+    pattern_global_patterns: u64,
 }
 
 #[derive(Serialize)]
@@ -77,10 +95,17 @@ fn parse_count(s: &str) -> Result<u64> {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if let Some(trace) = &args.trace {
+        return run_trace(trace, &args);
+    }
     if args.writers == 0 || args.writers > 1 << 20 {
         bail!("--writers must be between 1 and 2^20");
     }
-    let counts: Vec<u64> = args.writes.iter().map(|s| parse_count(s)).collect::<Result<_>>()?;
+    let counts: Vec<u64> = args
+        .writes
+        .iter()
+        .map(|s| parse_count(s))
+        .collect::<Result<_>>()?;
     let modes: Vec<IndexMode> = args
         .modes
         .iter()
@@ -132,7 +157,13 @@ pub fn run(args: Args) -> Result<()> {
     );
     let opt = |s: &Option<Side>, f: fn(&Side) -> String| s.as_ref().map_or("-".into(), f);
     for c in &cases {
-        let ratio = |a: f64, b: f64| if b > 0.0 { format!("{}×", sig3(a / b)) } else { "-".into() };
+        let ratio = |a: f64, b: f64| {
+            if b > 0.0 {
+                format!("{}×", sig3(a / b))
+            } else {
+                "-".into()
+            }
+        };
         let (disk_ratio, speedup) = match (&c.pattern, &c.raw) {
             (Some(p), Some(r)) => (
                 ratio(r.index_disk_bytes as f64, p.index_disk_bytes as f64),
@@ -172,10 +203,7 @@ fn run_side(dir: &Path, mode: IndexMode, writers: u64, n: u64, args: &Args) -> R
     }
     let write_s = start.elapsed().as_secs_f64();
     bar.finish_and_clear();
-    let index_disk_bytes: u64 = layout::list_writers(dir)?
-        .iter()
-        .map(|name| std::fs::metadata(layout::index_path(dir, name)).map_or(0, |m| m.len()))
-        .sum();
+    let index_disk_bytes = index_bytes(dir)?;
     let big = mode == IndexMode::Raw && writers * n > 1 << 24;
     let reps = if big { 1 } else { args.reps.max(1) };
     let mut times = Vec::with_capacity(reps);
@@ -199,7 +227,10 @@ fn run_side(dir: &Path, mode: IndexMode, writers: u64, n: u64, args: &Args) -> R
 fn verify(reader: &Reader, writers: u64, n: u64) -> Result<()> {
     let size = writers * n * BLOCK;
     if reader.size() != size {
-        bail!("opened container has size {}, expected {size}", reader.size());
+        bail!(
+            "opened container has size {}, expected {size}",
+            reader.size()
+        );
     }
     let mut rng = SmallRng::seed_from_u64(SEED);
     for _ in 0..CHECKS {
@@ -207,12 +238,158 @@ fn verify(reader: &Reader, writers: u64, n: u64) -> Result<()> {
         let block = x / BLOCK;
         let expected_writer = block % writers;
         match reader.index().lookup(x) {
-            Lookup::Data { chunk, physical, len }
-                if physical == (block / writers) * BLOCK + x % BLOCK
-                    && len == BLOCK - x % BLOCK
-                    && chunk == expected_writer => {}
+            Lookup::Data {
+                chunk,
+                physical,
+                len,
+            } if physical == (block / writers) * BLOCK + x % BLOCK
+                && len == BLOCK - x % BLOCK
+                && chunk == expected_writer => {}
             other => bail!("lookup of {x} gave {other:?} (expected writer {expected_writer})"),
         }
     }
     Ok(())
+}
+
+/// One writer's writes, `(offset, length)` in order.
+type Writes = Vec<(u64, u64)>;
+
+/// The write streams of a trace grouped per file, one list of writes per rank.
+fn trace_files(path: &Path, module: Option<&str>) -> Result<Vec<(String, Vec<Writes>)>> {
+    use patio_core::trace::Op;
+    let trace = crate::load::load_trace(path)?;
+    let writes = |s: &&patio_core::trace::Stream| s.key.op == Op::Write;
+    let module = match module {
+        Some(m) => Some(m.to_string()),
+        None => trace
+            .streams
+            .iter()
+            .filter(writes)
+            .any(|s| s.key.module == "POSIX")
+            .then(|| "POSIX".to_string()),
+    };
+    let mut files: std::collections::BTreeMap<String, Vec<Writes>> = Default::default();
+    for s in trace.streams.iter().filter(writes) {
+        if module.as_ref().is_some_and(|m| &s.key.module != m) {
+            continue;
+        }
+        let w: Writes = s
+            .offsets
+            .iter()
+            .zip(&s.lengths)
+            .filter(|(_, &l)| l > 0)
+            .map(|(&o, &l)| (o, l))
+            .collect();
+        if !w.is_empty() {
+            files.entry(s.key.file.clone()).or_default().push(w);
+        }
+    }
+    if files.is_empty() {
+        bail!(
+            "{}: no write requests{}",
+            path.display(),
+            module.map_or(String::new(), |m| format!(" in module {m}"))
+        );
+    }
+    Ok(files.into_iter().collect())
+}
+
+fn run_trace(path: &Path, args: &Args) -> Result<()> {
+    let base = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+    let mut cases = Vec::new();
+    for (file, ranks) in trace_files(path, args.module.as_deref())? {
+        let mut sides = Vec::new();
+        let mut patterns = 0;
+        for mode in [IndexMode::Pattern, IndexMode::Raw] {
+            let tmp = tempfile::Builder::new()
+                .prefix("patio-bench-container-")
+                .tempdir_in(&base)
+                .with_context(|| format!("creating a directory in {}", base.display()))?;
+            let dir = tmp.path().join("file");
+            layout::create(&dir, mode)?;
+            let start = Instant::now();
+            for writes in &ranks {
+                let mut writer = Writer::open(&dir)?;
+                for &(offset, len) in writes {
+                    writer.record_without_data(offset, len)?;
+                }
+                writer.close()?;
+            }
+            let write_s = start.elapsed().as_secs_f64();
+            let index_disk_bytes = index_bytes(&dir)?;
+            let mut times = Vec::new();
+            let mut mem = 0;
+            for _ in 0..args.reps.max(1) {
+                let start = Instant::now();
+                let reader = Reader::open(&dir)?;
+                times.push(start.elapsed());
+                mem = reader.stats().index.mem_bytes;
+                if mode == IndexMode::Pattern {
+                    patterns = reader.stats().index.global_patterns;
+                }
+            }
+            sides.push(Side {
+                index_disk_bytes,
+                map_mem_bytes: mem,
+                open_ms: super::median(&times).as_secs_f64() * 1e3,
+                write_s,
+            });
+        }
+        cases.push(TraceCase {
+            file,
+            writers: ranks.len() as u64,
+            writes: ranks.iter().map(|r| r.len() as u64).sum(),
+            pattern: sides[0],
+            raw: sides[1],
+            pattern_global_patterns: patterns,
+        });
+    }
+    if args.json {
+        return print_json(&cases);
+    }
+    let mut t = Table::new(
+        format!("Container index of the write streams of {}", path.display()),
+        &[
+            "file",
+            "writers",
+            "writes",
+            "pattern disk",
+            "raw disk",
+            "disk ratio",
+            "pattern map",
+            "raw map",
+            "pattern open ms",
+            "raw open ms",
+        ],
+    )
+    .left_align(0);
+    for c in &cases {
+        t.row(vec![
+            c.file.clone(),
+            grouped(c.writers),
+            grouped(c.writes),
+            human_bytes(c.pattern.index_disk_bytes),
+            human_bytes(c.raw.index_disk_bytes),
+            format!(
+                "{}×",
+                sig3(c.raw.index_disk_bytes as f64 / c.pattern.index_disk_bytes.max(1) as f64)
+            ),
+            human_bytes(c.pattern.map_mem_bytes as u64),
+            human_bytes(c.raw.map_mem_bytes as u64),
+            sig3(c.pattern.open_ms),
+            sig3(c.raw.open_ms),
+        ]);
+    }
+    t.note(
+        "one writer per rank recording that rank's writes in trace order (index only, no data).",
+    );
+    super::write_stdout(&t.render())
+}
+
+/// Bytes of every index log of the container at `dir`.
+fn index_bytes(dir: &Path) -> Result<u64> {
+    Ok(layout::list_writers(dir)?
+        .iter()
+        .map(|name| std::fs::metadata(layout::index_path(dir, name)).map_or(0, |m| m.len()))
+        .sum())
 }
