@@ -157,9 +157,10 @@ fn map_cmd(path: PathBuf, out: Option<PathBuf>) -> Result<()> {
     for d in reader.damage() {
         eprintln!("patio: warning: damaged index, rest of log not used: {d}");
     }
-    let name = path
-        .file_name()
-        .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     let records = reader.writes().map(|(chunk, key, e)| {
         let t = key as f64 * 1e-9;
         (
