@@ -38,7 +38,7 @@ enum Command {
     Container(container::ContainerCommand),
     /// Convert a trace between formats (.darshan, .csv, .ptrace in; .csv or .ptrace out).
     Convert(load::ConvertArgs),
-    /// FUSE mounts: `mount trace` records every request made through a passthrough mount; `mount prefetch` serves its reads through the prefetch engine.
+    /// FUSE mounts: `mount trace` records every request made through a passthrough mount; `mount prefetch` serves its reads through the prefetch engine; `mount container` stores files as pattern-indexed containers.
     #[command(subcommand)]
     Mount(mount::MountCommand),
     /// Replay a trace's reads against a data file through the prefetch engine (none, readahead, stride, markov, pattern, oracle).

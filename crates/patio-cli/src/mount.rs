@@ -2,9 +2,12 @@
 //! `patio mount trace` records every read and write made through a passthrough mount
 //! (patio-fs's tracing mount); `patio mount prefetch` serves the reads of a
 //! passthrough mount through the prefetch engine (patio-fs's prefetch mount) and
-//! reports its counters when the mount ends.
+//! reports its counters when the mount ends; `patio mount container` stores the files
+//! made under the mount as pattern-indexed containers in a backend directory
+//! (patio-fs's container mount) and reports what it wrote when the mount ends.
 
 use anyhow::{bail, Context, Result};
+use patio_fs::container::{self, ContainerMount, ContainerSummary, IndexMode};
 use patio_fs::prefetch::{self, PrefetchMount, PrefetchSummary};
 use patio_fs::session::Ended;
 use patio_fs::tracing::{self, TraceMount};
@@ -64,6 +67,33 @@ pub enum MountCommand {
         after_help = "Examples:\n  patio mount prefetch data/ /mnt/pf --policy pattern --direct-io --latency-ms 2 --bandwidth-mbps 200 &\n  ./app /mnt/pf/input.h5\n  fusermount3 -u /mnt/pf            # prints the counters\n\n  # markov: train on a traced run first\n  patio mount trace data/ /mnt/t --out run.ptrace   # run the app, unmount\n  patio replay run.ptrace --data data/input.h5 --policy markov --stream 0 --save-model m.ppms\n  patio mount prefetch data/ /mnt/pf --policy markov --model m.ppms --direct-io"
     )]
     Prefetch(PrefetchArgs),
+    /// Mount BACKEND_DIR at MOUNTPOINT: files written under the mount are stored as pattern-indexed containers.
+    ///
+    /// Every regular file created under MOUNTPOINT is a patio container in
+    /// BACKEND_DIR (a directory of the same name holding per-writer logs); directories
+    /// are plain directories. Each process writing a file gets its own data and index
+    /// log, so processes writing one shared file (N-1) never wait on each other, and
+    /// strided writes are indexed as patterns (--index pattern) or one entry per write
+    /// (--index raw). Reads merge every writer's index; a process reads its own writes
+    /// and everything other processes wrote before the read.
+    ///
+    /// Files are opened in direct-I/O mode (FOPEN_DIRECT_IO, parallel writes allowed):
+    /// every application read and write reaches the container with its own offset and
+    /// size, not split into page-cache chunks or merged by writeback (requests above
+    /// the kernel's 1 MiB per-request limit arrive split). close(2) and fsync(2) make a
+    /// process's writes durable; sizes are right while files are being written;
+    /// truncate, unlink, rename, chmod and chown work; hard and symbolic links do not.
+    /// Permissions are enforced by the kernel (default_permissions) against each
+    /// container directory's mode and owner.
+    ///
+    /// Runs in the foreground. Stop it with Ctrl-C, SIGTERM, or `fusermount3 -u
+    /// MOUNTPOINT`: every writer still open is flushed and a summary is printed. If the
+    /// mount point is busy, a second signal detaches it lazily (writers are flushed
+    /// then too).
+    #[command(
+        after_help = "Examples:\n  patio mount container /scratch/ckpt /mnt/ckpt &\n  mpirun -n 16 ./app --checkpoint /mnt/ckpt/step1.dat\n  fusermount3 -u /mnt/ckpt            # flushes, prints a summary\n  patio container stat /scratch/ckpt/step1.dat\n  patio container flatten /scratch/ckpt/step1.dat step1.dat"
+    )]
+    Container(ContainerArgs),
 }
 
 #[derive(clap::Args)]
@@ -131,8 +161,32 @@ pub struct PrefetchArgs {
     allow_other: bool,
 }
 
+#[derive(clap::Args)]
+pub struct ContainerArgs {
+    /// Directory holding the containers (and plain directories) the mount shows.
+    #[arg(value_name = "BACKEND_DIR")]
+    backend: PathBuf,
+    /// Empty directory to mount on (outside BACKEND_DIR).
+    #[arg(value_name = "MOUNTPOINT")]
+    mountpoint: PathBuf,
+    /// Index mode of the files created through the mount: pattern (strided writes as
+    /// pattern entries) or raw (one entry per write). Existing containers keep theirs.
+    #[arg(long, default_value = "pattern", value_parser = ["pattern", "raw"])]
+    index: String,
+    /// Let other users use the mount too (FUSE allow_other; the kernel checks the
+    /// files' modes and owners). A non-root user needs `user_allow_other` in
+    /// /etc/fuse.conf.
+    #[arg(long)]
+    allow_other: bool,
+    /// Further mount options, comma-separated: ro, noatime, nodev, nosuid, noexec,
+    /// sync, dirsync, allow_other, fsname=NAME (and their opposites).
+    #[arg(short = 'o', value_name = "OPTIONS")]
+    options: Vec<String>,
+}
+
 pub fn run(cmd: MountCommand) -> Result<()> {
     match cmd {
+        MountCommand::Container(args) => container_mount(args),
         MountCommand::Trace(args) => trace(args),
         MountCommand::Prefetch(args) => prefetch_mount(args),
     }
@@ -467,6 +521,79 @@ fn render(j: &MountStatsJson, what: &str, mountpoint: &Path) -> String {
     ];
     let width = lines.iter().map(|l| l.0.len()).max().unwrap_or(0);
     let mut out = format!("patio: {} {} ({what})\n", mountpoint.display(), j.ended);
+    for (k, v) in lines {
+        out += &format!("  {k:<width$}  {v}\n");
+    }
+    out
+}
+
+fn container_mount(args: ContainerArgs) -> Result<()> {
+    let index = IndexMode::parse(&args.index)?;
+    let req = ContainerMount {
+        backend: args.backend,
+        mountpoint: args.mountpoint,
+        index,
+        allow_other: args.allow_other,
+        options: args.options,
+    };
+    let pid = std::process::id();
+    let mut notify = |msg: &str| {
+        if msg.starts_with("mounted") {
+            eprintln!(
+                "patio: containers in {} {msg} ({} index, direct I/O); stop with Ctrl-C, \
+                 `kill {pid}` or `fusermount3 -u {}`",
+                req.backend.display(),
+                index.name(),
+                req.mountpoint.display()
+            );
+        } else {
+            eprintln!("patio: {msg}");
+        }
+    };
+    let summary = container::run(&req, &mut notify)?;
+    eprint!("{}", render_container(&summary, &req.mountpoint));
+    Ok(())
+}
+
+fn render_container(s: &ContainerSummary, mountpoint: &Path) -> String {
+    use crate::bench::{grouped, human_bytes};
+    let mut lines = vec![
+        ("files written", grouped(s.files)),
+        (
+            "writers",
+            format!(
+                "{} ({} still open at the end, flushed then)",
+                grouped(s.writers),
+                grouped(s.flushed_at_unmount)
+            ),
+        ),
+        (
+            "writes",
+            format!("{}, {}", grouped(s.writes), human_bytes(s.written_bytes)),
+        ),
+        (
+            "reads",
+            format!(
+                "{}, {} ({} index merges)",
+                grouped(s.reads),
+                human_bytes(s.read_bytes),
+                grouped(s.reader_builds)
+            ),
+        ),
+        ("truncations", grouped(s.truncations)),
+    ];
+    if s.failures > 0 {
+        lines.push((
+            "failures",
+            format!(
+                "{} (first: {})",
+                grouped(s.failures),
+                s.first_failure.as_deref().unwrap_or("?")
+            ),
+        ));
+    }
+    let width = lines.iter().map(|l| l.0.len()).max().unwrap_or(0);
+    let mut out = format!("patio: {} {}\n", mountpoint.display(), ended_text(s.ended));
     for (k, v) in lines {
         out += &format!("  {k:<width$}  {v}\n");
     }

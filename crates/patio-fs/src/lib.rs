@@ -13,17 +13,21 @@
 //!   patio-prefetch's engine (one stream reader and policy per open file handle, one
 //!   cache budget for the mount, optionally over the slow-store model) and drops
 //!   cached bytes that writes overwrite: `patio mount prefetch`.
+//! * [`container`] — the container mount: files are patio containers in a backend
+//!   directory, one writer (data and index log) per file and writing process, reads
+//!   through a cached reader of the merged index: `patio mount container`.
 //! * [`session`] — the mount lifecycle shared by every mount: checks of the source
 //!   directory and the mount point, mounting, waiting for SIGINT/SIGTERM/SIGHUP or an
 //!   external `fusermount3 -u`, and unmounting (lazily, on a second signal, when the
 //!   mount point is busy).
 //!
-//! Dependencies point one way: patio-fs uses patio-core and patio-prefetch; the CLI
-//! uses patio-fs.
+//! Dependencies point one way: patio-fs uses patio-core, patio-prefetch and
+//! patio-container; the CLI uses patio-fs.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
+pub mod container;
 pub mod passthrough;
 pub mod prefetch;
 pub mod session;

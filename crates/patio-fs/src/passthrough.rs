@@ -179,7 +179,7 @@ fn sys<T>(r: io::Result<T>) -> R<T> {
 }
 
 /// `-1` from a libc call → the thread's `errno`.
-fn check(ret: libc::c_int) -> R<()> {
+pub(crate) fn check(ret: libc::c_int) -> R<()> {
     if ret == -1 {
         Err(errno(&io::Error::last_os_error()))
     } else {
@@ -187,17 +187,17 @@ fn check(ret: libc::c_int) -> R<()> {
     }
 }
 
-fn c_path(p: &Path) -> R<CString> {
+pub(crate) fn c_path(p: &Path) -> R<CString> {
     CString::new(p.as_os_str().as_bytes()).map_err(|_| Errno::from_i32(libc::EINVAL))
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 // ---- inode table ---------------------------------------------------------------
 
-const ROOT: u64 = 1;
+pub(crate) const ROOT: u64 = 1;
 
 struct Node {
     /// Path relative to the source root; `None` once unlinked.
@@ -206,15 +206,15 @@ struct Node {
     lookups: u64,
 }
 
-/// Inode number ↔ relative path.
-struct Inodes {
+/// Inode number ↔ relative path (shared with the container mount).
+pub(crate) struct Inodes {
     by_ino: HashMap<u64, Node>,
     by_path: HashMap<PathBuf, u64>,
     next: u64,
 }
 
 impl Inodes {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut t = Inodes {
             by_ino: HashMap::new(),
             by_path: HashMap::new(),
@@ -231,7 +231,7 @@ impl Inodes {
         t
     }
 
-    fn path(&self, ino: u64) -> R<PathBuf> {
+    pub(crate) fn path(&self, ino: u64) -> R<PathBuf> {
         self.by_ino
             .get(&ino)
             .and_then(|n| n.path.clone())
@@ -239,7 +239,7 @@ impl Inodes {
     }
 
     /// The inode of `path`, allocated if new; counts one lookup.
-    fn remember(&mut self, path: PathBuf) -> u64 {
+    pub(crate) fn remember(&mut self, path: PathBuf) -> u64 {
         if let Some(&ino) = self.by_path.get(&path) {
             if let Some(node) = self.by_ino.get_mut(&ino) {
                 node.lookups += 1;
@@ -259,7 +259,7 @@ impl Inodes {
         ino
     }
 
-    fn forget(&mut self, ino: u64, n: u64) {
+    pub(crate) fn forget(&mut self, ino: u64, n: u64) {
         if ino == ROOT {
             return;
         }
@@ -286,7 +286,7 @@ impl Inodes {
     }
 
     /// `path` (and anything below it) no longer exists.
-    fn detach(&mut self, path: &Path) {
+    pub(crate) fn detach(&mut self, path: &Path) {
         for (p, ino) in self.under(path) {
             self.by_path.remove(&p);
             if let Some(node) = self.by_ino.get_mut(&ino) {
@@ -311,7 +311,7 @@ impl Inodes {
     }
 
     /// `from` was renamed to `to`, replacing whatever was there.
-    fn rename(&mut self, from: &Path, to: &Path) {
+    pub(crate) fn rename(&mut self, from: &Path, to: &Path) {
         let moving = self.under(from);
         for (p, _) in &moving {
             self.by_path.remove(p);
@@ -333,7 +333,7 @@ impl Inodes {
 
 // ---- attributes ----------------------------------------------------------------
 
-fn system_time(secs: i64, nsec: i64) -> SystemTime {
+pub(crate) fn system_time(secs: i64, nsec: i64) -> SystemTime {
     let nsec = Duration::from_nanos(nsec.clamp(0, 999_999_999) as u64);
     if secs >= 0 {
         UNIX_EPOCH + Duration::from_secs(secs as u64) + nsec
@@ -366,7 +366,7 @@ fn attr(ino: u64, m: &Metadata) -> FileAttr {
     }
 }
 
-fn timespec(t: Option<TimeOrNow>) -> libc::timespec {
+pub(crate) fn timespec(t: Option<TimeOrNow>) -> libc::timespec {
     let (tv_sec, tv_nsec) = match t {
         None => (0, libc::UTIME_OMIT),
         Some(TimeOrNow::Now) => (0, libc::UTIME_NOW),

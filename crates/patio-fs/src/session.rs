@@ -36,6 +36,9 @@ pub struct MountConfig {
     pub fsname: String,
     /// Worker threads serving requests.
     pub threads: usize,
+    /// Further mount options (`-o` of the container mount), after the ones every
+    /// mount has.
+    pub options: Vec<MountOption>,
 }
 
 impl Default for MountConfig {
@@ -46,6 +49,7 @@ impl Default for MountConfig {
             threads: std::thread::available_parallelism()
                 .map(|n| n.get().clamp(2, 8))
                 .unwrap_or(2),
+            options: Vec::new(),
         }
     }
 }
@@ -181,6 +185,7 @@ pub fn serve<FS: Filesystem>(
         MountOption::Subtype("patio".into()),
         MountOption::DefaultPermissions,
     ];
+    config.mount_options.extend(cfg.options.iter().cloned());
     config.acl = if cfg.allow_other {
         SessionACL::All
     } else {
