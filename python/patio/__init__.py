@@ -14,7 +14,11 @@ Re-exports the Rust pattern engine from the compiled extension ``patio._native``
   writers also take :class:`patio.dxt.Stream` objects as they are);
 * :func:`open` - ``patio.open(path, prefetch="pattern")``: a read-only binary file
   object (:class:`PrefetchFile`) whose reads go through the prefetch engine
-  (:mod:`patio.prefetch`); :func:`prefetch_stats` - the engine's counters.
+  (:mod:`patio.prefetch`); :func:`prefetch_stats` - the engine's counters;
+* :class:`Container` - patio's log-structured container: one logical file written by
+  many processes at once, read with NumPy buffers (:mod:`patio.container`; tools
+  ``patio.container.stat/truncate/remove/check``; MPI front end :mod:`patio.mpi`);
+  :class:`ContainerError` - a directory that is not a container, or a damaged one.
 
 The pure-Python parts work without the extension and are imported on demand so that
 ``import patio`` stays cheap and does not need PyDarshan or matplotlib:
@@ -37,6 +41,8 @@ __all__ = [
     "LOOKUP_DATA",
     "LOOKUP_HOLE",
     "LOOKUP_UNMAPPED",
+    "Container",
+    "ContainerError",
     "ExtentTable",
     "PatternMap",
     "PatternSeq",
@@ -54,8 +60,14 @@ __all__ = [
 
 #: The names :mod:`patio.prefetch` provides (Python over the extension).
 _PREFETCH_NAMES = ("PrefetchFile", "open", "prefetch_stats")
+#: The names :mod:`patio.container` provides (Python over the extension).
+_CONTAINER_NAMES = ("Container",)
 #: The names ``patio._native`` provides (the rest of ``__all__`` but ``__version__``).
-_NATIVE_NAMES = tuple(n for n in __all__ if n != "__version__" and n not in _PREFETCH_NAMES)
+_NATIVE_NAMES = tuple(
+    n
+    for n in __all__
+    if n != "__version__" and n not in _PREFETCH_NAMES and n not in _CONTAINER_NAMES
+)
 
 _NATIVE_ERROR: ImportError | None = None
 try:
@@ -63,6 +75,7 @@ try:
     from ._native import LOOKUP_DATA as LOOKUP_DATA
     from ._native import LOOKUP_HOLE as LOOKUP_HOLE
     from ._native import LOOKUP_UNMAPPED as LOOKUP_UNMAPPED
+    from ._native import ContainerError as ContainerError
     from ._native import ExtentTable as ExtentTable
     from ._native import PatternMap as PatternMap
     from ._native import PatternSeq as PatternSeq
@@ -72,6 +85,7 @@ try:
     from ._native import read_trace as read_trace
     from ._native import write_trace_csv as write_trace_csv
     from ._native import write_trace_native as write_trace_native
+    from .container import Container as Container
     from .prefetch import PrefetchFile as PrefetchFile
     from .prefetch import open as open
     from .prefetch import prefetch_stats as prefetch_stats
@@ -82,7 +96,7 @@ except ImportError as _e:  # extension not built: the pure-Python modules still 
 
 def __getattr__(name: str) -> Any:
     # Only reached for names not defined above, i.e. native names when the import failed.
-    if name in (*_NATIVE_NAMES, *_PREFETCH_NAMES) and _NATIVE_ERROR is not None:
+    if name in (*_NATIVE_NAMES, *_PREFETCH_NAMES, *_CONTAINER_NAMES) and _NATIVE_ERROR is not None:
         raise ImportError(
             f"patio.{name} needs the compiled extension patio._native, which could not be "
             f"imported ({_NATIVE_ERROR}); build it with `bash scripts/setup.sh` or "

@@ -6,6 +6,8 @@
 //! * [`trace`] — `read_trace`, `write_trace_csv`, `write_trace_native`;
 //! * [`prefetch`] — `open_prefetch_stream` and `prefetch_stats`, the native half of
 //!   `patio.open` (reads through the patio-prefetch engine);
+//! * [`container`] — `ContainerWriter`, `ContainerReader`, the split index load and
+//!   the container tools, the native half of `patio.Container` and `patio.mpi`;
 //! * [`convert`] — NumPy/sequence conversions, error mapping and allocation guards.
 //!
 //! Errors from patio-core surface as `ValueError` (or `OSError` for file access) with
@@ -14,6 +16,7 @@
 //! are checked before allocating, and decoders run behind a panic guard. Map builds,
 //! detection, batch lookups and trace encoding release the GIL.
 
+mod container;
 mod convert;
 mod maps;
 mod prefetch;
@@ -40,6 +43,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LOOKUP_DATA", maps::LOOKUP_DATA)?;
     m.add("LOOKUP_HOLE", maps::LOOKUP_HOLE)?;
     m.add("LOOKUP_UNMAPPED", maps::LOOKUP_UNMAPPED)?;
+    container::register(m)?;
     m.add("DEFAULT_WINDOW", patio_core::detect::DEFAULT_WINDOW as u64)?;
     Ok(())
 }
