@@ -262,7 +262,7 @@ def main() -> None:
     args = ap.parse_args()
     if min(args.procs) < 1 or min(args.writes) < 1 or args.reps < 1:
         sys.exit("container_lib: --procs, --writes and --reps must be at least 1")
-    root = Path(tempfile.mkdtemp(prefix="patio-bench-", dir=args.dir))
+    root = Path(tempfile.mkdtemp(prefix="patio-container-lib-", dir=args.dir))
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"],
         cwd=REPO,
