@@ -171,8 +171,9 @@ def test_every_read_returns_the_source_bytes(mount: Any, policy: str, mode: str)
             # Without prefetching each read that gets bytes is one backend request.
             assert stats["demand_requests"] == with_bytes
     elif mode == "direct" and policy in ("stride", "pattern"):
-        # The strided part is predicted: a good share of it came from prefetches.
-        assert stats["coverage"] > 0.3, stats
+        # The strided part is predicted: most of it came from prefetches.
+        strided_bytes = len(range(0, SIZE, STRIDE)) * BLOCK
+        assert stats["cache_bytes"] >= strided_bytes // 2, stats
     assert "hits / late / misses" in m.stderr
 
 
