@@ -353,13 +353,10 @@ pub struct Pattern {
 }
 
 impl Pattern {
-    /// The analyzer's defaults, except a history of 64 requests (instead of 32), so
-    /// that two planes of a 3-D sub-array with 4 × 4 planes fit and nest.
+    /// The analyzer's defaults: a history of 32 requests (larger arrays nest as
+    /// phases), 8 remembered bodies, 6 phases, 20 correlation entries.
     pub fn config() -> OnlineConfig {
-        OnlineConfig {
-            history: 64,
-            ..OnlineConfig::default()
-        }
+        OnlineConfig::default()
     }
 
     pub fn new() -> Self {

@@ -14,8 +14,8 @@
 //! | `strided-2d` | PIO-Bench nested strided: a 2×4 process grid, 8 elements of 32 KiB per row every 4th element, rows every 2nd row |
 //! | `strided-3d` | the same on a 2×2×2 grid: 4 columns × 4 rows × planes |
 //! | `deltas` | repeating delta vector `[r, (3, 4, 7)^n]` in 32 KiB units |
-//! | `climate-row` | the thesis's climate micro-benchmark (sec. 2.4.3), row decomposition: time steps 5, 6, 14, 15, 29, … (intervals `{1, 8, 1, 14}`), in each one 32 KiB slice per level of 16 levels (strided) |
-//! | `climate-col` | column decomposition: in each time step 4 levels × 8 rows, 32 KiB per row (2-D strided) |
+//! | `climate-row` | the thesis's climate micro-benchmark (sec. 2.4.3), row decomposition over 8 processes: time steps 5, 6, 14, 15, 29, … (intervals `{1, 8, 1, 14}`; consecutive steps are adjacent in the file), in each one 32 KiB slice (a process's rows) of each of 16 levels (strided) |
+//! | `climate-col` | column decomposition over a 2 × 4 process grid: in each of those time steps, 4 levels × 8 rows of one 32 KiB column slice (2-D strided) |
 //! | `pagoda` | Pagoda-like varying strides: variables of 4–20 KiB records, 16–48 records of this rank per variable, N-1 strided over 16 ranks |
 //! | `correlation` | 6 groups of 4 scattered records; each step reads a random group's entry then its three successors ("after A come B, C, D") |
 //! | `random` | uniform random 32 KiB-aligned reads |
@@ -176,24 +176,31 @@ fn generate_base(
             at + (n64 / k + 1) * period * s
         }
         "climate-row" | "climate-col" => {
-            // (levels, rows per level read, processes): one request per level and row.
-            let (z, y) = if kind == "climate-row" {
-                ([16, 12][variant], 1)
-            } else {
-                [(4, 8), (3, 10)][variant]
+            // Each time step is `z` levels of `y` rows of `x` slices of 32 KiB; the 8
+            // processes form a `py × px` grid over rows and slices. Row decomposition
+            // (`py` = 8, `px` = 1): one slice of every level (1-D strided). Column
+            // decomposition (`py` = 2, `px` = 4): a block of `y / 2` rows of one slice
+            // in every level (2-D strided).
+            let (z, y, py, px) = match kind {
+                "climate-row" => [(16, 8, 8, 1), (12, 8, 8, 1)][variant],
+                _ => [(4, 16, 2, 4), (3, 20, 2, 4)][variant],
             };
-            let p = 8;
-            let r = seed % p;
-            let row = p * s;
+            let r = seed % (py * px);
+            let (rx, ry) = (r % px, r / px);
+            let rows = y / py;
+            let row = px * s;
             let plane = y * row;
             let step = z * plane;
-            let per_step = z * y;
+            let per_step = z * rows;
             let steps = n64.div_ceil(per_step);
             let times = time_steps(steps as usize);
             out.extend((0..n64).map(|i| {
                 let t = times[(i / per_step) as usize];
-                let (lz, ly) = ((i % per_step) / y, i % y);
-                (at + t * step + lz * plane + ly * row + r * s, s)
+                let (lz, ly) = ((i % per_step) / rows, i % rows);
+                (
+                    at + t * step + lz * plane + (ry * rows + ly) * row + rx * s,
+                    s,
+                )
             }));
             at + (times.last().copied().unwrap_or(0) + 1) * step
         }
@@ -381,6 +388,19 @@ mod tests {
         let units: Vec<u64> = d.requests.iter().map(|r| r.0 / SIZE).collect();
         assert_eq!(units, [0, 3, 7, 14, 17]);
         assert_eq!(time_steps(6), [5, 6, 14, 15, 29, 30]);
+        // Climate, column decomposition: per time step 4 levels of 8 rows of one
+        // slice (2-D strided), the time steps in the file at 5, 6, 14, 15, ….
+        let c = generate("climate-col", 3 * 32, 0).unwrap();
+        let at: Vec<u64> = c.requests.iter().map(|r| r.0).collect();
+        let (row, plane) = (4 * SIZE, 16 * 4 * SIZE);
+        assert!(at[..8].windows(2).all(|w| w[1] - w[0] == row));
+        assert_eq!(at[8] - at[0], plane);
+        let step = 4 * plane;
+        assert_eq!([at[0], at[32], at[64]], [5 * step, 6 * step, 14 * step]);
+        let r = generate("climate-row", 17, 0).unwrap();
+        assert!(r.requests[..16]
+            .windows(2)
+            .all(|w| w[1].0 - w[0].0 == 8 * SIZE));
         // The seed picks another process: disjoint offsets.
         let a = generate("strided-2d", 64, 0).unwrap();
         let b = generate("strided-2d", 64, 1).unwrap();
