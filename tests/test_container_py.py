@@ -101,6 +101,9 @@ def assert_reads_equal(path: Path, model: bytearray, data: st.DataObject | None 
 
 
 def apply(model: bytearray, offset: int, data: bytes) -> None:
+    """A write into the model (empty writes extend nothing, as with ``os.pwrite``)."""
+    if not data:
+        return
     end = offset + len(data)
     if end > len(model):
         model.extend(bytes(end - len(model)))
