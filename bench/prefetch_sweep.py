@@ -8,6 +8,7 @@ accuracy and coverage, and pattern's cut as a share of the oracle's.
     python bench/prefetch_sweep.py                      # the default sweep, a table
     python bench/prefetch_sweep.py --json               # one JSON object
     python bench/prefetch_sweep.py --latencies 2 --ratios 1 --workloads strided
+    python bench/prefetch_sweep.py --from sweep.json --grid   # re-render saved --json
 
 Defaults: latency 0.5, 2 and 5 ms; compute ratio 0.5, 1 and 2; workloads strided,
 strided-2d, deltas, pagoda, random; 1000 requests, median of 3 alternating repetitions;
@@ -74,6 +75,7 @@ def summarise(latency: float, ratio: float, w: dict[str, Any]) -> dict[str, Any]
         "cut": cut,
         "pattern_accuracy": p["pattern"]["accuracy"],
         "pattern_coverage": p["pattern"]["coverage"],
+        "pattern_prefetched_bytes": p["pattern"]["prefetched_bytes"],
         "pattern_wasted_bytes": p["pattern"]["wasted_bytes"],
     }
     oracle = cut.get("oracle", 0.0)
@@ -102,6 +104,37 @@ def table(rows: list[dict[str, Any]]) -> str:
     return head + "\n".join(lines) + "\n"
 
 
+def grid(rows: list[dict[str, Any]]) -> str:
+    """One row per workload and latency, one column per compute ratio; each cell is
+    pattern's cut (markov's / oracle's) and pattern's accuracy."""
+    ratios = sorted({r["compute_ratio"] for r in rows})
+    keys = sorted(
+        {(r["workload"], r["latency_ms"]) for r in rows},
+        key=lambda k: (WORKLOADS.index(k[0]) if k[0] in WORKLOADS else 99, k[0], k[1]),
+    )
+    by = {(r["workload"], r["latency_ms"], r["compute_ratio"]): r for r in rows}
+    out = [
+        "| workload | latency | "
+        + " | ".join(f"compute {x:g}: pattern (markov / oracle) [accuracy]" for x in ratios)
+        + " |",
+        "|---|---|" + "---|" * len(ratios),
+    ]
+    for w, lat in keys:
+        cells = []
+        for x in ratios:
+            r = by.get((w, lat, x))
+            if r is None:
+                cells.append("")
+                continue
+            c = r["cut"]
+            cells.append(
+                f"{pct(c['pattern'])} ({pct(c.get('markov'))} / {pct(c.get('oracle'))}) "
+                f"[{pct(r['pattern_accuracy'])}]"
+            )
+        out.append(f"| {w} | {lat:g} ms | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--latencies", type=float, nargs="+", default=[0.5, 2.0, 5.0])
@@ -114,7 +147,26 @@ def main() -> None:
     ap.add_argument("--patio", default=None, help="patio binary (default: target/release)")
     ap.add_argument("--raw", type=Path, default=None, help="append raw JSON per cell here")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--grid", action="store_true", help="one column per compute ratio")
+    ap.add_argument(
+        "--from",
+        dest="source",
+        type=Path,
+        default=None,
+        help="render a saved --json output (or --raw file) instead of running",
+    )
     args = ap.parse_args()
+    if args.source:
+        text = args.source.read_text()
+        if text.lstrip().startswith('{"latency_ms"'):  # --raw: one cell per line
+            cells = [json.loads(line) for line in text.splitlines() if line.strip()]
+            rows = [
+                summarise(c["latency_ms"], c["compute_ratio"], w) for c in cells for w in c["runs"]
+            ]
+        else:
+            rows = json.loads(text)["rows"]
+        sys.stdout.write(grid(rows) if args.grid else table(rows))
+        return
     patio = args.patio or patio_binary()
 
     rows: list[dict[str, Any]] = []
@@ -143,7 +195,7 @@ def main() -> None:
     if args.json:
         print(json.dumps({**meta, "rows": rows}, indent=2))
     else:
-        sys.stdout.write(table(rows))
+        sys.stdout.write(grid(rows) if args.grid else table(rows))
 
 
 if __name__ == "__main__":
