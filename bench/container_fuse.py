@@ -8,6 +8,10 @@ fresh directory of the same (backend) file system:
 * ``pattern`` — the file is created under ``patio mount container --index pattern``:
   every process appends to its own data and index log in the backend container;
 * ``raw`` — the same with ``--index raw`` (one index entry per write);
+* ``passthrough`` — the same processes write one ordinary file through a FUSE
+  passthrough mount of the same kind (``patio mount trace``: direct I/O, each request
+  served with ``pwrite``/``pread`` on the real file and recorded in memory): the cost of
+  FUSE alone, without the container;
 * ``direct`` — the same processes ``pwrite`` into one ordinary file on the backend
   file system itself (the N-1 file without patio).
 
@@ -16,10 +20,10 @@ are released to the moment the last one has exited:
 
 * ``write`` — the strided writes, then durability: ``close`` on the mount (which
   flushes that process's writer: data and index fsync), ``fsync`` + ``close`` on the
-  direct file;
+  plain file (directly or through the passthrough);
 * ``read cold`` — every process reads back its own blocks (the same offsets, 4 KiB
   each) and checks each block's tag, after every backend file of the target (the
-  direct file; the container's data and index logs) was evicted from the page cache
+  plain file; the container's data and index logs) was evicted from the page cache
   with ``posix_fadvise(POSIX_FADV_DONTNEED)`` (clean pages only: everything was
   synced). This is the file-by-file stand-in for dropping the page cache; the disk
   is a virtual disk whose host may cache too;
@@ -27,7 +31,8 @@ are released to the moment the last one has exited:
 
 Through the mount, the first read of the file builds its reader (every index log
 read and merged), inside the timed read. Each (P, W, target) runs ``--runs`` times,
-targets alternating within a round; the table shows medians. The workers are small
+targets alternating within a round; the table shows medians (the JSON also the best
+run: on a shared machine the least disturbed one). The workers are small
 Python programs (the same for every target; their per-call overhead is part of every
 figure). The index sizes come from ``patio container stat --json`` after unmounting.
 
@@ -53,7 +58,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 BS = 4096
-TARGETS = ["pattern", "raw", "direct"]
+TARGETS = ["pattern", "raw", "passthrough", "direct"]
 
 WORKER = """
 import os, struct, sys
@@ -104,13 +109,18 @@ def count_arg(text: str) -> int:
 
 
 class Mount:
-    """A ``patio mount container`` process, stopped with ``fusermount3 -u``."""
+    """A ``patio mount container`` (or, for ``index=None``, ``patio mount trace``)
+    process, stopped with ``fusermount3 -u``."""
 
-    def __init__(self, backend: Path, mnt: Path, index: str):
+    def __init__(self, backend: Path, mnt: Path, index: str | None):
         self.mnt = mnt
         backend.mkdir()
         mnt.mkdir()
-        cmd = [patio_binary(), "mount", "container", str(backend), str(mnt), "--index", index]
+        if index is None:
+            out = backend.parent / "trace.ptrace"
+            cmd = [patio_binary(), "mount", "trace", str(backend), str(mnt), "--out", str(out)]
+        else:
+            cmd = [patio_binary(), "mount", "container", str(backend), str(mnt), "--index", index]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 15
         while not os.path.ismount(mnt):
@@ -178,27 +188,26 @@ def run_case(target: str, procs: int, writes: int, work: Path) -> dict[str, Any]
     case.mkdir()
     mount = None
     try:
+        container = target in ("pattern", "raw")
         if target == "direct":
             path = case / "shared.dat"
-            path.touch()
-            backend_files = [path]
         else:
-            mount = Mount(case / "backend", case / "mnt", target)
+            mount = Mount(case / "backend", case / "mnt", target if container else None)
             path = mount.mnt / "shared.dat"
-            path.touch()
-        t_write = phase(path, "write", procs, writes, sync=target == "direct")
+        path.touch()
+        t_write = phase(path, "write", procs, writes, sync=not container)
         size = os.stat(path).st_size
         if size != total:
             sys.exit(f"container_fuse: {target}: size {size} after the writes, expected {total}")
-        if mount:
-            backend_files = sorted((case / "backend" / "shared.dat").iterdir())
-        evict(backend_files)
+        real = path if target == "direct" else case / "backend" / "shared.dat"
+        evict(sorted(real.iterdir()) if container else [real])
         t_cold = phase(path, "read", procs, writes, sync=False)
         t_warm = phase(path, "read", procs, writes, sync=False)
         index: dict[str, Any] = {}
         if mount:
             mount.stop()
             mount = None
+        if container:
             done = subprocess.run(
                 [patio_binary(), "container", "stat", str(case / "backend" / "shared.dat"),
                  "--json"],
@@ -273,10 +282,9 @@ def main() -> None:
                 row: dict[str, Any] = {"procs": p, "writes": w, "bytes": p * w * BS}
                 for t in TARGETS:
                     rs = runs[t]
-                    row[t] = {
-                        key: statistics.median(r[key] for r in rs)
-                        for key in ("write_mib_s", "read_cold_mib_s", "read_warm_mib_s")
-                    }
+                    keys = ("write_mib_s", "read_cold_mib_s", "read_warm_mib_s")
+                    row[t] = {key: statistics.median(r[key] for r in rs) for key in keys}
+                    row[t]["best"] = {key: max(r[key] for r in rs) for key in keys}
                     row[t]["index"] = rs[-1]["index"]
                     row[t]["runs"] = rs
                 rows.append(row)
@@ -305,27 +313,26 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     print(
-        f"N-1 strided 4 KiB writes by P processes through patio mount container vs the "
-        f"plain file; MiB/s, medians of {args.runs} runs"
+        f"N-1 strided 4 KiB writes by P processes: patio mount container (pattern, raw "
+        f"index), a FUSE passthrough (pt) and the plain file (direct); MiB/s, medians of "
+        f"{args.runs} runs; index bytes on disk"
     )
-    header = (
-        f"{'P':>3}{'W/proc':>8}{'MiB':>7} | {'write pat':>10}{'raw':>8}{'direct':>8}"
-        f"{'pat/dir':>8} | {'cold pat':>9}{'raw':>8}{'direct':>8} | {'warm pat':>9}{'raw':>8}"
-        f"{'direct':>8} | {'index pat':>10}{'raw':>10}"
-    )
-    print(header)
-    for r in rows:
-        pat, raw, d = r["pattern"], r["raw"], r["direct"]
-        print(
-            f"{r['procs']:>3}{r['writes']:>8}{r['bytes'] >> 20:>7} | "
-            f"{pat['write_mib_s']:>10.1f}{raw['write_mib_s']:>8.1f}{d['write_mib_s']:>8.1f}"
-            f"{pat['write_mib_s'] / d['write_mib_s']:>8.2f} | "
-            f"{pat['read_cold_mib_s']:>9.1f}{raw['read_cold_mib_s']:>8.1f}"
-            f"{d['read_cold_mib_s']:>8.1f} | "
-            f"{pat['read_warm_mib_s']:>9.1f}{raw['read_warm_mib_s']:>8.1f}"
-            f"{d['read_warm_mib_s']:>8.1f} | "
-            f"{pat['index']['index_disk_bytes']:>10}{raw['index']['index_disk_bytes']:>10}"
+    cols = [("pat", "pattern"), ("raw", "raw"), ("pt", "passthrough"), ("direct", "direct")]
+    header = f"{'P':>3}{'W/proc':>8}{'MiB':>6}"
+    for phase_name in ("write", "cold", "warm"):
+        header += f" | {phase_name + ' ' + cols[0][0]:>10}" + "".join(
+            f"{c:>8}" for c, _ in cols[1:]
         )
+    print(header + f" | {'pat/dir':>7} | {'index pat':>10}{'raw':>10}")
+    for r in rows:
+        line = f"{r['procs']:>3}{r['writes']:>8}{r['bytes'] >> 20:>6}"
+        for key in ("write_mib_s", "read_cold_mib_s", "read_warm_mib_s"):
+            line += f" | {r['pattern'][key]:>10.0f}" + "".join(
+                f"{r[t][key]:>8.0f}" for _, t in cols[1:]
+            )
+        ratio = r["pattern"]["write_mib_s"] / r["direct"]["write_mib_s"]
+        index = (r["pattern"]["index"]["index_disk_bytes"], r["raw"]["index"]["index_disk_bytes"])
+        print(line + f" | {ratio:>7.2f} | {index[0]:>10}{index[1]:>10}")
 
 
 if __name__ == "__main__":
