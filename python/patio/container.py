@@ -262,6 +262,18 @@ class Container:
 
     def write_at(self, offset: int, data: Any) -> int:
         """Writes ``data`` (any bytes-like object) at ``offset``; returns its length."""
+        writer = self._writer
+        if (
+            writer is not None
+            and type(data) is bytes
+            and type(offset) is int
+            and 0 <= offset <= MAX_OFFSET
+        ):
+            # The common case, checked here and (closed, range) by the writer itself.
+            n = int(writer.write_at(offset, data))
+            if n and offset + n > self._pending_end:
+                self._pending_end = offset + n
+            return n
         writer = self._need_writer("write_at")
         offset = _offset("offset", offset)
         if isinstance(data, bytes):
@@ -324,6 +336,16 @@ class Container:
 
     def read_at(self, n: int, offset: int) -> bytes:
         """Up to ``n`` bytes at ``offset`` (fewer at the end; holes read as zeros)."""
+        reader = self._reader
+        if (
+            reader is not None
+            and type(n) is int
+            and type(offset) is int
+            and 0 <= n <= MAX_OFFSET
+            and 0 <= offset <= MAX_OFFSET
+        ):
+            # The common case; the reader itself refuses when closed.
+            return reader.pread(n, offset)  # type: ignore[no-any-return]
         reader = self._need_reader("read_at")
         n = _index("n", n)
         if n < 0:
