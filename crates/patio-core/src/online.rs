@@ -56,10 +56,11 @@ pub struct OnlineConfig {
     pub window: usize,
     /// Unpredicted requests in a row after which the active pattern is dropped.
     pub max_strikes: u32,
-    /// Largest gap (bytes) between one request's end and the next start that still
-    /// counts as contiguous.
+    /// Largest gap (bytes, at most 4 GiB) between one request's end and the next
+    /// start that still counts as contiguous.
     pub contiguous_gap: u64,
-    /// Bodies of earlier patterns remembered for reuse (at most 255).
+    /// Bodies of earlier patterns remembered for reuse (at most 255, and at most
+    /// [`REMEMBERED_BYTES`] encoded).
     pub remembered: usize,
     /// Completed phases (runs of one pattern) kept to compose them (at most 255).
     pub phases: usize,
@@ -77,7 +78,7 @@ impl Default for OnlineConfig {
             max_strikes: 2,
             contiguous_gap: 0,
             remembered: 8,
-            phases: 6,
+            phases: 8,
             correlation_entries: 20,
             correlation_threshold: 3,
         }
@@ -109,7 +110,7 @@ pub enum Following {
 /// The configuration in the few bytes the predictor keeps.
 #[derive(Clone, Copy, Debug)]
 struct Limits {
-    contiguous_gap: u64,
+    contiguous_gap: u32,
     history: u16,
     window: u16,
     max_strikes: u8,
@@ -123,7 +124,7 @@ impl Limits {
     fn new(c: &OnlineConfig) -> Self {
         let small = |v: usize| v.min(u8::MAX as usize) as u8;
         Limits {
-            contiguous_gap: c.contiguous_gap,
+            contiguous_gap: c.contiguous_gap.min(u32::MAX as u64) as u32,
             history: c.history.clamp(4, 4096) as u16,
             window: c.window.clamp(1, 4096) as u16,
             max_strikes: c.max_strikes.min(u8::MAX as u32) as u8,
@@ -141,6 +142,10 @@ impl Limits {
 
 /// Most levels a compact body may have.
 const MAX_LEVELS: usize = 16;
+
+/// Most bytes the remembered bodies may take (varint-encoded, with their request
+/// lengths); older bodies are forgotten first.
+pub const REMEMBERED_BYTES: usize = 128;
 
 /// Longest history tail compared with a remembered body.
 const MAX_TAIL: usize = 16;
@@ -366,15 +371,31 @@ impl Pat {
         Pat::from_levels(levels.iter().map(|(d, r)| (&d[..], *r)))
     }
 
-    /// A 32-bit fingerprint of the body and a request length.
-    fn fingerprint(&self, len: u64) -> u32 {
+    /// The body of records `from` bytes long (every delta a multiple of `from`,
+    /// as when `p` processes' records interleave) for records `to` bytes long.
+    fn rescaled(&self, from: u64, to: u64) -> Option<Pat> {
+        let records = from > 0
+            && from != to
+            && self
+                .levels()
+                .all(|(d, _)| d.iter().all(|&x| x.unsigned_abs() % from == 0));
+        if records {
+            self.scaled(to, from)
+        } else {
+            None
+        }
+    }
+
+    /// A 16-bit fingerprint of the body and a request length (never 0).
+    fn fingerprint(&self, len: u64) -> u16 {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for &w in self.0.iter().chain(std::iter::once(&(len as i64))) {
             for b in w.to_le_bytes() {
                 h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
             }
         }
-        (h ^ (h >> 32)) as u32 | 1
+        let h = h ^ (h >> 32);
+        (h ^ (h >> 16)) as u16 | 1
     }
 
     fn kind(&self) -> Following {
@@ -585,13 +606,20 @@ enum Active {
     Run(Run),
 }
 
-/// A completed run: where it started, how many elements it had, and a fingerprint
-/// of its body truncated to them with its request length (0: not composable).
+/// A completed run: where it started, how many elements it had, and a 16-bit
+/// fingerprint of its body truncated to them with its request length (0: not
+/// composable; also when it had more than 65,535 elements).
 #[derive(Clone, Copy, Debug)]
 struct Phase {
-    start: i64,
-    count: u32,
-    fp: u32,
+    start: [u32; 2],
+    count: u16,
+    fp: u16,
+}
+
+impl Phase {
+    fn start(&self) -> i64 {
+        (self.start[0] as u64 | (self.start[1] as u64) << 32) as i64
+    }
 }
 
 /// A correlation entry: after the request at an offset whose 28-bit hash is in
@@ -651,11 +679,11 @@ pub struct Predictor {
     previous: Option<Box<Run>>,
     /// Requests the active pattern has predicted correctly.
     confirmed: u32,
-    strikes: u32,
+    strikes: u16,
     /// The last request matched by skipping one predicted element.
     skipped: bool,
     /// Remembered bodies, most recent first: `uvar size, uvar request length, body`.
-    remembered: Vec<u8>,
+    remembered: Box<[u8]>,
     phases: Vec<Phase>,
     /// Correlation table, most recently used first.
     links: Vec<Link>,
@@ -675,7 +703,7 @@ impl Predictor {
             confirmed: 0,
             strikes: 0,
             skipped: false,
-            remembered: Vec::new(),
+            remembered: Box::default(),
             phases: Vec::new(),
             links: Vec::new(),
         }
@@ -695,10 +723,46 @@ impl Predictor {
         self.last = offset;
         self.lens = [self.lens[1], self.lens[2], len];
         self.seen += 1;
-        if !predicted {
+        if predicted {
+            self.new_length(offset, len);
+        } else {
             self.missed(len);
         }
         predicted
+    }
+
+    /// A predicted request whose length differs from the run's starts a new phase
+    /// when the run's body is one of interleaved records: the body rescaled to the
+    /// new record length is followed from this request (the old run is kept in case
+    /// the next request continues it).
+    fn new_length(&mut self, offset: u64, len: u64) {
+        let Some(Active::Run(run)) = &self.active else {
+            return;
+        };
+        if run.len == len || run.source == Source::Composed {
+            return;
+        }
+        let Some(pat) = run.pat.rescaled(run.len, len) else {
+            return;
+        };
+        let old = run.clone();
+        let fresh = Run {
+            init: offset as i64,
+            pat: pat.canonical(),
+            next: 1,
+            source: Source::Boundary,
+            first: self.seen - 1,
+            len,
+            phase: 0,
+            end: u32::MAX,
+        };
+        // The old run's phase ended with the request before this one.
+        let mut ended = old.clone();
+        ended.next = ended.next.saturating_sub(1);
+        self.active = Some(Active::Run(ended));
+        self.end_active(Some(fresh.first));
+        self.previous = Some(Box::new(old));
+        self.adopt(Active::Run(fresh));
     }
 
     /// Moves the active pattern along; `true` when `offset` was predicted.
@@ -795,8 +859,8 @@ impl Predictor {
                 self.adopt(found);
             }
             None if self.active.is_some() => {
-                self.strikes += 1;
-                if self.strikes > self.limits.max_strikes as u32 {
+                self.strikes = self.strikes.saturating_add(1);
+                if self.strikes > self.limits.max_strikes as u16 {
                     self.end_active(None);
                 }
             }
@@ -830,7 +894,7 @@ impl Predictor {
         self.skipped = false;
     }
 
-    fn push_phase(&mut self, start: i64, count: u64, fp: u32) {
+    fn push_phase(&mut self, start: i64, count: u64, fp: u16) {
         let cap = self.limits.phases as usize;
         if cap == 0 {
             return;
@@ -841,10 +905,11 @@ impl Predictor {
         if self.phases.capacity() == 0 {
             self.phases.reserve_exact(cap);
         }
+        let fits = count <= u16::MAX as u64;
         self.phases.push(Phase {
-            start,
-            count: count.min(u32::MAX as u64) as u32,
-            fp: if count > u32::MAX as u64 { 0 } else { fp },
+            start: [start as u32, (start as u64 >> 32) as u32],
+            count: count.min(u16::MAX as u64) as u16,
+            fp: if fits { fp } else { 0 },
         });
     }
 
@@ -859,16 +924,23 @@ impl Predictor {
         let mut out = Vec::with_capacity(self.remembered.len() + entry.len() + 2);
         put_uvarint(&mut out, entry.len() as u64);
         out.extend_from_slice(&entry);
+        if out.len() > REMEMBERED_BYTES {
+            return;
+        }
         let mut kept = 1;
         for e in self.entries() {
             if e != entry.as_slice() && kept < self.limits.remembered {
+                let before = out.len();
                 put_uvarint(&mut out, e.len() as u64);
                 out.extend_from_slice(e);
+                if out.len() > REMEMBERED_BYTES {
+                    out.truncate(before);
+                    break;
+                }
                 kept += 1;
             }
         }
-        out.shrink_to_fit();
-        self.remembered = out;
+        self.remembered = out.into_boxed_slice();
     }
 
     /// The remembered entries' bytes (`uvar request length, body`), most recent first.
@@ -909,8 +981,22 @@ impl Predictor {
             .collect();
         let gap = |a: (u64, u64), b: (u64, u64)| b.0.checked_sub(a.0.checked_add(a.1)?);
         match (gap(h[0], h[1]), gap(h[1], h[2])) {
-            (Some(a), Some(b)) if a == b && a <= self.limits.contiguous_gap => {
-                Some(Active::Contiguous { gap: a })
+            (Some(a), Some(b)) if a == b && a <= self.limits.contiguous_gap as u64 => {
+                // Requests of one size are a stride: a run that can become a phase.
+                let step = i64::try_from(self.lens[0].checked_add(a)?).ok();
+                match step.filter(|_| self.lens.iter().all(|&l| l == self.lens[0])) {
+                    Some(step) => Some(Active::Run(Run {
+                        init: offsets[n - 3],
+                        pat: Pat::flat(&[step], 2),
+                        next: 3,
+                        source: Source::Detected,
+                        first: self.seen - 3,
+                        len: self.lens[2],
+                        phase: 0,
+                        end: u32::MAX,
+                    })),
+                    None => Some(Active::Contiguous { gap: a }),
+                }
             }
             _ => None,
         }
@@ -968,7 +1054,12 @@ impl Predictor {
         } else {
             2
         };
-        let longest = offsets.len().min(MAX_TAIL);
+        // A request of a new length starts the tail: the jump to it is no element.
+        let longest = if self.lens[1] != len {
+            1
+        } else {
+            offsets.len().min(MAX_TAIL)
+        };
         let explains = |pat: &Pat, m: usize| {
             let tail = &offsets[offsets.len() - m..];
             (0..m).rev().all(|i| {
@@ -988,7 +1079,7 @@ impl Predictor {
             if seen_len == len || seen_len == 0 {
                 candidates.push((2, pat));
             } else {
-                if let Some(s) = pat.scaled(len, seen_len) {
+                if let Some(s) = pat.rescaled(seen_len, len) {
                     candidates.push((1, s));
                 }
                 candidates.push((0, pat));
@@ -1061,7 +1152,7 @@ impl Predictor {
         }
         let mut starts: Vec<i64> = self.phases[self.phases.len() - same..]
             .iter()
-            .map(|p| p.start)
+            .map(Phase::start)
             .collect();
         starts.push(run.init);
         let composed =
@@ -1233,6 +1324,9 @@ impl Predictor {
         match &self.active {
             Some(Active::Contiguous { .. }) => Following::Contiguous,
             Some(Active::Run(r)) if r.source == Source::Composed => Following::Composed,
+            Some(Active::Run(r)) if r.pat.0[..] == [1, 1, r.len as i64][..] => {
+                Following::Contiguous
+            }
             Some(Active::Run(r)) => r.pat.kind(),
             None if !self.predict(1).is_empty() => Following::Correlation,
             None => Following::Nothing,
@@ -1255,7 +1349,7 @@ impl Predictor {
                 .previous
                 .as_ref()
                 .map_or(0, |r| std::mem::size_of::<Run>() + run(r))
-            + self.remembered.capacity()
+            + self.remembered.len()
             + self.phases.capacity() * std::mem::size_of::<Phase>()
             + self.links.capacity() * std::mem::size_of::<Link>()
     }
