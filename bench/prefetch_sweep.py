@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -173,15 +174,24 @@ def main() -> None:
     started = time.time()
     for latency in args.latencies:
         for ratio in args.ratios:
-            t = time.time()
+            t, load_before = time.time(), os.getloadavg()[0]
             workloads = run_cell(patio, latency, ratio, args)
+            # The machine's load while the cell ran: other work on the two cores makes
+            # the timings noisy.
+            load = max(load_before, os.getloadavg()[0])
             if args.raw:
                 with args.raw.open("a") as f:
-                    cell = {"latency_ms": latency, "compute_ratio": ratio, "runs": workloads}
+                    cell = {
+                        "latency_ms": latency,
+                        "compute_ratio": ratio,
+                        "load_1min": load,
+                        "runs": workloads,
+                    }
                     f.write(json.dumps(cell) + "\n")
-            rows += [summarise(latency, ratio, w) for w in workloads]
+            rows += [{**summarise(latency, ratio, w), "load_1min": load} for w in workloads]
             print(
-                f"prefetch_sweep: {latency:g} ms × {ratio:g} done in {time.time() - t:.0f} s",
+                f"prefetch_sweep: {latency:g} ms × {ratio:g} done in {time.time() - t:.0f} s "
+                f"(load {load:.1f})",
                 file=sys.stderr,
             )
     meta = {
