@@ -205,9 +205,16 @@ def main() -> None:
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="patio-replay-") as tmp:
         for trace in traces:
-            t = time.time()
-            results.append(run_trace(patio, trace, Path(tmp), args))
-            print(f"replay_traces: {trace.name} in {time.time() - t:.0f} s", file=sys.stderr)
+            t, load = time.time(), os.getloadavg()[0]
+            result = run_trace(patio, trace, Path(tmp), args)
+            # The machine's load: other work on the cores makes the timings noisy.
+            result["load_1min"] = max(load, os.getloadavg()[0])
+            results.append(result)
+            print(
+                f"replay_traces: {trace.name} in {time.time() - t:.0f} s "
+                f"(load {result['load_1min']:.1f})",
+                file=sys.stderr,
+            )
     meta = {
         "command": " ".join(sys.argv),
         "latency_ms": args.latency_ms,
