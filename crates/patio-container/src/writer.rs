@@ -1,4 +1,4 @@
-//! The writer: one per process (or per open-for-write in the FUSE mount), never
+//! The writer: one per process (in the FUSE mount, one per file and writing process), never
 //! waiting on any other writer. Data is appended to the writer's own data log; index
 //! entries are buffered and, at buffer-full, flush and close, compressed into one
 //! record and appended to the writer's index log.
