@@ -214,6 +214,32 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Any offsets and lengths (extremes, zero lengths, repeats, huge jumps): no
+    /// panic, predictions inside the offset range, and a saved model loads again.
+    #[test]
+    fn arbitrary_requests_are_handled(
+        requests in proptest::collection::vec(
+            (prop_oneof![any::<u64>(), 0u64..64, (u64::MAX - 64)..=u64::MAX, Just(1u64 << 63)],
+             prop_oneof![Just(0u64), 1u64..4096, any::<u64>()]),
+            0..200),
+        repeat in 1usize..4,
+    ) {
+        let mut p = Predictor::new(OnlineConfig::default());
+        for _ in 0..repeat {
+            for &(o, l) in &requests {
+                p.observe(o, l);
+                let _ = p.predict(8);
+                let _ = p.following();
+            }
+        }
+        let saved = p.save();
+        prop_assert!(Predictor::load(OnlineConfig::default(), &saved).is_ok());
+    }
+}
+
 #[test]
 fn model_stays_under_1_kib() {
     let config = OnlineConfig::default;
