@@ -14,7 +14,7 @@ those files only, after they were synced) and every process reads its own blocks
 (4 KiB ``pread`` / ``Container.read_at``; containers are opened by each process, the
 open is timed): the *cold* read. A second pass reads again from the page cache (*warm*).
 Every block read is compared with what was written. Finally one process opens each
-container alone (warm cache, best of 5) to time the reader open without contention.
+container alone (warm cache, best of 20) to time the reader open without contention.
 
 Bandwidths are end to end: total bytes / (last process done - first process started),
 a write phase includes the final sync (also reported: the bandwidth until the last
@@ -181,7 +181,7 @@ def one(variant: str, root: Path, procs: int, writes: int) -> dict[str, Any]:
         out["index_mem_bytes"] = 0
     else:
         opens = []
-        for _ in range(5):
+        for _ in range(20):
             t0 = time.perf_counter()
             patio.Container(path).close()
             opens.append(time.perf_counter() - t0)
