@@ -31,13 +31,13 @@ import patio.container as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_mount_trace import NOBODY, skip_unless_nobody_imports_patio
 
 SETTINGS = settings(
     max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-NOBODY = 65534
 IS_ROOT = os.geteuid() == 0
 WRITERS = 3
 
@@ -618,6 +618,7 @@ def test_permission_errors(tmp_path: Path) -> None:
         "    print('ok')\n"
     )
     env = dict(os.environ, PYTHONPATH=str(Path(patio.__file__).parents[1]))
+    skip_unless_nobody_imports_patio(env)
     done = subprocess.run(
         ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
          sys.executable, "-c", script, str(path)],

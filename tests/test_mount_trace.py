@@ -411,6 +411,19 @@ def test_mkdir_rename_unlink_and_errors_pass_through(mount: Any) -> None:
 # ---- permissions -----------------------------------------------------------------
 
 
+def skip_unless_nobody_imports_patio(env: dict[str, str]) -> None:
+    """Skips the test when uid NOBODY cannot run this venv's Python with ``patio``
+    (a checkout below a directory closed to other users, such as a 0700 temp dir)."""
+    done = subprocess.run(
+        [tool("setpriv"), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+         sys.executable, "-c", "import patio._native"],
+        capture_output=True, text=True, timeout=60, check=False, env=env,
+    )  # fmt: skip
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["?"])[-1]
+        pytest.skip(f"uid {NOBODY} cannot use this checkout's Python package: {last}")
+
+
 def as_nobody(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [tool("setpriv"), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv],
