@@ -11,7 +11,8 @@
 //!   detector and pattern tree over the recent history; a node is adopted when it has
 //!   at least four elements (confirmed, not guessed) and its extrapolation explains
 //!   every request after it. Contiguous runs (each request starts within a small gap
-//!   of the previous end, whatever the sizes) are recognised directly.
+//!   of the previous end, whatever the sizes) are recognised directly; requests of
+//!   one size among them are followed as a stride, so that they can become a phase.
 //! * **Noise.** A request the pattern did not predict is a strike; the pattern is
 //!   dropped after [`OnlineConfig::max_strikes`] strikes in a row, so a one-off random
 //!   request does not break it while a real change is followed within a few requests.
@@ -23,7 +24,9 @@
 //!   reused before the new one completes, and bodies saved after a run
 //!   ([`Predictor::save`]) let the next run predict from its first requests. A body
 //!   whose deltas are multiples of its request length (records of `p` processes
-//!   interleaved) is also tried scaled to a new request length.
+//!   interleaved) is also tried scaled to a new request length: a request of a new
+//!   length starts a new phase, and the old run is kept in case the next request
+//!   continues it.
 //! * **Phases.** Each run of a pattern that ends is a phase `(start, body, count)`.
 //!   When the phase a new run starts is the same inner pattern as the phases before
 //!   it and their starts form a pattern of their own (the detector over the starts:
@@ -34,13 +37,16 @@
 //!   predicted past that end.
 //! * **Depth.** A new pattern predicts one request ahead, doubling with every
 //!   request it predicted, so a wrong guess after a change costs little.
-//! * **Correlation.** A bounded table of successors ("after offset A comes B")
-//!   learned from unpredicted requests predicts, chained (A → B → C), when no
-//!   structured pattern is active, once an entry has been seen
-//!   [`OnlineConfig::correlation_threshold`] times.
+//! * **Correlation.** A bounded table of successors ("after offset A comes B"; new
+//!   entries only for unpredicted requests) predicts, chained (A → B → C), with the
+//!   last request's length, once an entry has been seen
+//!   [`OnlineConfig::correlation_threshold`] times more often than others: when no
+//!   structured pattern is active, or the active one is still a guess (a remembered
+//!   body confirmed fewer than twice, or a pattern that just missed).
 //!
-//! Everything the analyzer holds is bounded by its configuration and counted by
-//! [`Predictor::model_bytes`]: with the prefetch policy's settings under 1 KiB.
+//! Everything the analyzer holds is bounded by its configuration (remembered bodies
+//! by [`REMEMBERED_BYTES`] too) and counted by [`Predictor::model_bytes`]; with the
+//! defaults it stays under 1 KiB on every workload measured.
 
 use crate::codec::{put_ivarint, put_uvarint, read_blob, write_blob, Cursor, BLOB_HEADER};
 use crate::detect::Detector;
