@@ -32,9 +32,9 @@
 //!   it and their starts form a pattern of their own (the detector over the starts:
 //!   four or more, or three evenly spaced) or recur (a start seen before begins the
 //!   same cycle again), the two compose into one nested pattern, so the jump to the
-//!   next phase and its first requests are predicted. Two earlier phases of the same
-//!   inner pattern and count predict where the current one ends: nothing is
-//!   predicted past that end.
+//!   next phase and its first requests are predicted. Without an outer pattern, the
+//!   phase before predicts where the current one ends: nothing is predicted past that
+//!   end (a run that goes on past it simply continues, its end unknown again).
 //! * **Depth.** A new pattern predicts one request ahead, doubling with every
 //!   request it predicted, so a wrong guess after a change costs little.
 //! * **Correlation.** A bounded table of successors ("after offset A comes B"; new
@@ -784,12 +784,14 @@ impl Predictor {
             Some(Active::Run(run)) => {
                 // The expected element, or the one after it (one predicted request
                 // skipped) — but not twice in a row, which would lock onto a stride of
-                // half the real one — and never past the predicted end.
+                // half the real one. A run that goes on past its predicted end was a
+                // longer phase: its end is unknown again.
                 let skips = if self.skipped { 1 } else { 2 };
-                let step = (0..skips)
-                    .take_while(|&s| run.next + s < run.end())
-                    .find(|&s| run.element(run.next + s) == Some(offset));
+                let step = (0..skips).find(|&s| run.element(run.next + s) == Some(offset));
                 if let Some(s) = step {
+                    if run.next + s >= run.end() {
+                        run.end = u32::MAX;
+                    }
                     let before = run.next;
                     run.next += s + 1;
                     if run.phase() > 0 && before / run.phase() != run.next / run.phase() {
@@ -1133,8 +1135,8 @@ impl Predictor {
     /// Composes a new run with the phases before it: when they are the same inner
     /// pattern (same body over the same count and request length) and their starts,
     /// with the new run's, form a pattern of their own or recur, the result is one
-    /// nested run whose outer level is that pattern. Without an outer pattern, two
-    /// equal phases before it set where the new run is expected to end.
+    /// nested run whose outer level is that pattern. Without an outer pattern, the
+    /// phase before it sets where the new run is expected to end.
     fn compose(&self, mut run: Run) -> Run {
         let Some(last) = self.phases.last() else {
             return run;
@@ -1178,9 +1180,7 @@ impl Predictor {
         match composed {
             Some(c) => c,
             None => {
-                if same >= 2 {
-                    run.end = count as u32;
-                }
+                run.end = count.min(u32::MAX as u64 - 1) as u32;
                 run
             }
         }
