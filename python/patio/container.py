@@ -43,8 +43,9 @@ from __future__ import annotations
 import io
 import os
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
+from ._args import PathArg, index_arg, non_negative, path_arg, writable_bytes
 from ._native import (
     ContainerError,
     ContainerReader,
@@ -83,54 +84,9 @@ INDEX_MODES = ("pattern", "raw")
 #: The largest logical offset a container holds (2^63 - 1).
 MAX_OFFSET = (1 << 63) - 1
 
-PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
-
-
-def _index(name: str, value: Any) -> int:
-    """``value`` as an int (anything with ``__index__``), else ``TypeError``."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return int(value)
-    try:
-        return int(value.__index__())
-    except AttributeError:
-        raise TypeError(f"{name} must be an integer, not {type(value).__name__}") from None
-
 
 def _offset(name: str, value: Any) -> int:
-    value = _index(name, value)
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, not {value}")
-    if value > MAX_OFFSET:
-        raise ValueError(f"{name}={value} is beyond 2^63-1, the largest container offset")
-    return value
-
-
-def _path(path: PathArg) -> str:
-    if not isinstance(path, (str, bytes, os.PathLike)):
-        raise TypeError(f"path must be str, bytes or os.PathLike, not {type(path).__name__}")
-    return os.fsdecode(path)
-
-
-def _writable_view(buffer: Any) -> memoryview:
-    """``buffer`` as a writable, flat view of unsigned bytes (no copy)."""
-    try:
-        view = memoryview(buffer)
-    except TypeError:
-        raise TypeError(
-            f"readinto() argument must be read-write bytes-like object, not {type(buffer).__name__}"
-        ) from None
-    if view.readonly:
-        raise TypeError(
-            f"readinto() argument must be read-write bytes-like object, not {type(buffer).__name__}"
-        )
-    if "O" in view.format:
-        # Bytes written over Python object pointers would crash the interpreter.
-        raise TypeError("readinto() argument holds Python objects, not plain data")
-    if view.ndim != 1 or view.format != "B":
-        if not view.c_contiguous:
-            raise TypeError("readinto() argument must be a C-contiguous buffer")
-        view = view.cast("B")
-    return view
+    return non_negative(name, value, MAX_OFFSET, "2^63-1, the largest container offset")
 
 
 class Container:
@@ -155,11 +111,11 @@ class Container:
             if index not in INDEX_MODES:
                 raise ValueError(f"index={index!r}: must be 'pattern' or 'raw'")
         if index_buffer is not None:
-            index_buffer = _index("index_buffer", index_buffer)
+            index_buffer = index_arg("index_buffer", index_buffer)
             if index_buffer < 1:
                 raise ValueError(f"index_buffer must be at least 1, not {index_buffer}")
-        self.name = path if isinstance(path, (str, bytes)) else _path(path)
-        self._path = _path(path)
+        self.name = path if isinstance(path, (str, bytes)) else path_arg(path)
+        self._path = path_arg(path)
         self._mode = mode
         self._reader: ContainerReader | None = None
         self._writer: ContainerWriter | None = None
@@ -347,7 +303,7 @@ class Container:
             # The common case; the reader itself refuses when closed.
             return reader.pread(n, offset)  # type: ignore[no-any-return]
         reader = self._need_reader("read_at")
-        n = _index("n", n)
+        n = index_arg("n", n)
         if n < 0:
             raise ValueError(f"n must be >= 0, not {n}")
         return bytes(reader.pread(n, _offset("offset", offset)))
@@ -362,7 +318,7 @@ class Container:
         ...); returns how many (0 at or past the end)."""
         reader = self._need_reader("readinto")
         offset = _offset("offset", offset)
-        view = _writable_view(buffer)
+        view = writable_bytes(buffer)
         length = len(view)
         if length == 0 or offset >= reader.size:
             return 0
@@ -387,7 +343,7 @@ class Container:
             raise ValueError(f"dtype {dt} has no size")
         if dt.hasobject:
             raise TypeError(f"dtype {dt} holds Python objects; containers hold bytes")
-        count = _index("count", count)
+        count = index_arg("count", count)
         offset = _offset("offset", offset)
         avail = max(int(reader.size) - offset, 0) // dt.itemsize
         count = avail if count < 0 else min(count, avail)
@@ -453,31 +409,31 @@ class Container:
 def stat(path: PathArg) -> dict[str, Any]:
     """``{size, mtime_ns, from_meta}``: the logical size and modification time, from
     the writers' meta files (``from_meta``) or, when they do not suffice, the index."""
-    return dict(container_stat(_path(path)))
+    return dict(container_stat(path_arg(path)))
 
 
 def truncate(path: PathArg, size: int) -> None:
     """Truncates (or extends with a hole) the logical file to ``size``; ordered after
     every write flushed before (flush your own writers first)."""
-    container_truncate(_path(path), _offset("size", size))
+    container_truncate(path_arg(path), _offset("size", size))
 
 
 def remove(path: PathArg) -> None:
     """Removes the container (a directory that is not a container is refused)."""
-    container_remove(_path(path))
+    container_remove(path_arg(path))
 
 
 def check(path: PathArg) -> dict[str, Any]:
     """Verifies every index record: ``{logs, records, writes, clean, damage}`` where
     ``damage`` lists ``{path, offset, reason, lost_bytes}``."""
-    return dict(container_check(_path(path)))
+    return dict(container_check(path_arg(path)))
 
 
 def flatten(path: PathArg, out: PathArg) -> int:
     """Writes the logical file as a plain file ``out``; returns its size."""
-    return int(container_flatten(_path(path), _path(out)))
+    return int(container_flatten(path_arg(path), path_arg(out)))
 
 
 def list_writers(path: PathArg) -> list[str]:
     """The container's writer names (from the index logs present), sorted."""
-    return list(container_list_writers(_path(path)))
+    return list(container_list_writers(path_arg(path)))

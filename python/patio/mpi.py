@@ -38,8 +38,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._args import PathArg, path_arg
 from ._native import container_list_writers, container_read_logs, container_reader_from_parts
-from .container import INDEX_MODES, MODES, Container, PathArg, _path
+from .container import INDEX_MODES, MODES, Container
 
 __all__ = ["MPIContainer", "open"]
 
@@ -121,7 +122,7 @@ def open(
         raise ValueError(f"invalid mode {mode!r}: must be 'r', 'w' or 'a'")
     if index is not None and index not in INDEX_MODES:
         raise ValueError(f"index={index!r}: must be 'pattern' or 'raw'")
-    fspath = _path(path)
+    fspath = path_arg(path)
     name = path if isinstance(path, (str, bytes)) else fspath
     rank, size = comm.rank, comm.size
     error: BaseException | None = None

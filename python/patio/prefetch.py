@@ -37,8 +37,9 @@ from __future__ import annotations
 import errno
 import io
 import os
-from typing import Any, Union
+from typing import Any
 
+from ._args import PathArg, index_arg, non_negative, writable_bytes
 from ._native import PrefetchStream, open_prefetch_stream
 from ._native import prefetch_stats as _engine_stats
 
@@ -46,43 +47,6 @@ __all__ = ["POLICIES", "PrefetchFile", "open", "prefetch_stats"]
 
 #: The policies :func:`open` accepts.
 POLICIES = ("none", "readahead", "stride", "markov", "pattern")
-
-PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
-
-
-def _index(name: str, value: Any) -> int:
-    """``value`` as an int (anything with ``__index__``), else ``TypeError``."""
-    if isinstance(value, int):
-        return int(value)
-    try:
-        return int(value.__index__())
-    except AttributeError:
-        raise TypeError(f"{name} must be an integer, not {type(value).__name__}") from None
-
-
-def _non_negative_int(name: str, value: Any) -> int:
-    value = _index(name, value)
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, not {value}")
-    return int(value)
-
-
-def _byte_view(buffer: Any) -> memoryview:
-    """``buffer`` as a writable, flat view of unsigned bytes (no copy)."""
-    try:
-        view = memoryview(buffer)
-    except TypeError:
-        raise TypeError(
-            f"readinto() argument must be read-write bytes-like object, not {type(buffer).__name__}"
-        ) from None
-    if view.readonly:
-        raise TypeError(
-            f"readinto() argument must be read-write bytes-like object, not {type(buffer).__name__}"
-        )
-    if view.ndim != 1 or view.format != "B":
-        # Raises TypeError for buffers that are not C-contiguous.
-        view = view.cast("B")
-    return view
 
 
 class PrefetchFile(io.RawIOBase):
@@ -154,7 +118,7 @@ class PrefetchFile(io.RawIOBase):
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
         self._check()
-        offset = _index("offset", offset)
+        offset = index_arg("offset", offset)
         if whence == os.SEEK_SET:
             at = offset
         elif whence == os.SEEK_CUR:
@@ -187,7 +151,7 @@ class PrefetchFile(io.RawIOBase):
         self._check()
         if size is None:
             return self.readall()
-        size = _index("size", size)
+        size = index_arg("size", size)
         if size < 0:
             return self.readall()
         data = self._stream.pread(size, self._pos)
@@ -205,18 +169,18 @@ class PrefetchFile(io.RawIOBase):
         """Up to ``size`` bytes at ``offset`` (like :func:`os.pread`); the position
         does not move."""
         self._check()
-        size = _non_negative_int("size", size)
-        offset = _non_negative_int("offset", offset)
+        size = non_negative("size", size)
+        offset = non_negative("offset", offset)
         return self._stream.pread(size, offset)
 
     def preadinto(self, buffer: Any, offset: int) -> int:
         """Reads up to ``len(buffer)`` bytes at ``offset`` into ``buffer``; the
         position does not move."""
         self._check()
-        return self._readinto_at(buffer, _non_negative_int("offset", offset))
+        return self._readinto_at(buffer, non_negative("offset", offset))
 
     def _readinto_at(self, buffer: Any, offset: int) -> int:
-        view = _byte_view(buffer)
+        view = writable_bytes(buffer)
         length = len(view)
         if length == 0 or offset >= self._stream.size:
             return 0
@@ -302,9 +266,9 @@ def open(
     for name, value in (("latency_ms", latency_ms), ("bandwidth_mbps", bandwidth_mbps)):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"{name} must be a number, not {type(value).__name__}")
-    concurrency = _non_negative_int("concurrency", concurrency)
+    concurrency = non_negative("concurrency", concurrency)
     if cache_mib is not None:
-        cache_mib = _non_negative_int("cache_mib", cache_mib)
+        cache_mib = non_negative("cache_mib", cache_mib)
     fspath = os.fsdecode(path)
     stream = open_prefetch_stream(
         fspath,
