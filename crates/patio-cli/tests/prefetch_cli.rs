@@ -271,7 +271,15 @@ fn bench_prefetch_runs_every_policy_side_by_side() {
     assert_eq!(v["compute_ratio"].as_f64(), Some(1.0));
     let policies = v["policies"].as_object().unwrap();
     let names: Vec<&str> = policies.keys().map(|k| k.as_str()).collect();
-    for p in ["none", "readahead", "stride", "markov", "pattern", "oracle"] {
+    for p in [
+        "none",
+        "readahead",
+        "stride",
+        "markov",
+        "pattern",
+        "pattern+model",
+        "oracle",
+    ] {
         assert!(names.contains(&p), "{names:?}");
         let r = &policies[p];
         assert_eq!(u(r, "requests"), 60);
@@ -279,6 +287,7 @@ fn bench_prefetch_runs_every_policy_side_by_side() {
         assert!(r["io_time_reduction"].is_f64(), "{r}");
     }
     assert_eq!(policies["none"]["io_time_reduction"].as_f64(), Some(0.0));
+    assert_eq!(v["training"], "other");
     // Several workloads: a list; the table is printed without --json.
     let v = json(
         patio()

@@ -35,6 +35,11 @@
 //!   next phase and its first requests are predicted. Without an outer pattern, the
 //!   phase before predicts where the current one ends: nothing is predicted past that
 //!   end (a run that goes on past it simply continues, its end unknown again).
+//! * **Phase ends.** Where a phase that started at a given offset ended is recorded
+//!   when nothing predicted it (bounded by [`PHASE_ENDS_BYTES`]) and saved with the
+//!   bodies: a repeated run over the same file then stops prefetching exactly at each
+//!   such end — variables of irregular record counts, for example — instead of
+//!   prefetching past it.
 //! * **Depth.** A new pattern predicts one request ahead, doubling with every
 //!   request it predicted, so a wrong guess after a change costs little.
 //! * **Correlation.** A bounded table of successors ("after offset A comes B"; new
@@ -152,6 +157,10 @@ const MAX_LEVELS: usize = 16;
 /// Most bytes the remembered bodies may take (varint-encoded, with their request
 /// lengths); older bodies are forgotten first.
 pub const REMEMBERED_BYTES: usize = 128;
+
+/// Most bytes the recorded phase ends may take (varint-coded); later phases are not
+/// recorded once it is full.
+pub const PHASE_ENDS_BYTES: usize = 128;
 
 /// Longest history tail compared with a remembered body.
 const MAX_TAIL: usize = 16;
@@ -691,6 +700,8 @@ pub struct Predictor {
     /// Remembered bodies, most recent first: `uvar size, uvar request length, body`.
     remembered: Box<[u8]>,
     phases: Vec<Phase>,
+    /// Phases whose end nothing predicted, oldest first (see [`encode_phase_ends`]).
+    ends: Box<[u8]>,
     /// Correlation table, most recently used first.
     links: Vec<Link>,
 }
@@ -711,6 +722,7 @@ impl Predictor {
             skipped: false,
             remembered: Box::default(),
             phases: Vec::new(),
+            ends: Box::default(),
             links: Vec::new(),
         }
     }
@@ -889,6 +901,9 @@ impl Predictor {
                         .truncate(run.next)
                         .map_or(0, |t| t.fingerprint(run.len));
                     self.push_phase(run.init, run.next, fp);
+                    if run.end() != run.next {
+                        self.record_end(run.init, run.next);
+                    }
                 }
                 let body = match run.pat.truncate(run.next) {
                     Some(t) if run.phase() == 0 && t.0[0] > 0 => t,
@@ -919,6 +934,22 @@ impl Predictor {
             count: count.min(u16::MAX as u64) as u16,
             fp: if fits { fp } else { 0 },
         });
+    }
+
+    /// Records that the phase starting at `start` had `count` elements.
+    fn record_end(&mut self, start: i64, count: u64) {
+        if let Some(bytes) = with_phase_end(&self.ends, start, count) {
+            self.ends = bytes.into_boxed_slice();
+        }
+    }
+
+    /// Elements of the phase that started at `start`, if its end was recorded.
+    fn known_end(&self, start: i64) -> Option<u64> {
+        phase_ends(Cursor::new(&self.ends))
+            .ok()?
+            .into_iter()
+            .find(|e| e.0 == start)
+            .map(|e| e.1)
     }
 
     /// Puts a body first in the memory (once; a point is not worth remembering).
@@ -1132,12 +1163,25 @@ impl Predictor {
         });
     }
 
+    /// Composes a new run with the phases before it ([`Predictor::compose_phases`]);
+    /// a run that is not composed ends where a phase starting at the same offset
+    /// ended before, when that was recorded.
+    fn compose(&self, run: Run) -> Run {
+        let mut run = self.compose_phases(run);
+        if run.source != Source::Composed {
+            if let Some(count) = self.known_end(run.init).filter(|&c| c > run.next) {
+                run.end = count.min(u32::MAX as u64 - 1) as u32;
+            }
+        }
+        run
+    }
+
     /// Composes a new run with the phases before it: when they are the same inner
     /// pattern (same body over the same count and request length) and their starts,
     /// with the new run's, form a pattern of their own or recur, the result is one
     /// nested run whose outer level is that pattern. Without an outer pattern, the
     /// phase before it sets where the new run is expected to end.
-    fn compose(&self, mut run: Run) -> Run {
+    fn compose_phases(&self, mut run: Run) -> Run {
         let Some(last) = self.phases.last() else {
             return run;
         };
@@ -1357,12 +1401,13 @@ impl Predictor {
                 .map_or(0, |r| std::mem::size_of::<Run>() + run(r))
             + self.remembered.len()
             + self.phases.capacity() * std::mem::size_of::<Phase>()
+            + self.ends.len()
             + self.links.capacity() * std::mem::size_of::<Link>()
     }
 
     /// The remembered pattern bodies (the active one first) with their request
-    /// lengths as a versioned, checksummed blob, for [`Predictor::load`] at the next
-    /// run.
+    /// lengths, and the recorded phase ends, as a versioned, checksummed blob, for
+    /// [`Predictor::load`] at the next run.
     pub fn save(&self) -> Vec<u8> {
         let mut entries: Vec<Vec<u8>> = Vec::new();
         if let Some(Active::Run(r)) = &self.active {
@@ -1379,11 +1424,22 @@ impl Predictor {
         let mut payload = Vec::new();
         put_uvarint(&mut payload, entries.len() as u64);
         entries.iter().for_each(|e| payload.extend_from_slice(e));
+        // A run still going ended here, as far as this run knows.
+        let ends = match &self.active {
+            Some(Active::Run(r)) if r.phase() == 0 && r.end() != r.next => {
+                with_phase_end(&self.ends, r.init, r.next)
+            }
+            _ => None,
+        };
+        let ends = ends.as_deref().unwrap_or(&self.ends);
+        put_uvarint(&mut payload, ends.len() as u64);
+        payload.extend_from_slice(ends);
         write_blob(MODEL_MAGIC, MODEL_VERSION, &payload)
     }
 
-    /// A predictor that starts with the bodies saved by [`Predictor::save`] (this
-    /// version or version 1, which has no request lengths).
+    /// A predictor that starts with the bodies and phase ends saved by
+    /// [`Predictor::save`] (this version, version 2 without phase ends or version 1,
+    /// which has no request lengths either).
     pub fn load(config: OnlineConfig, bytes: &[u8]) -> Result<Self> {
         let (version, payload) = read_blob(MODEL_MAGIC, MODEL_VERSION, bytes)?;
         let mut c = Cursor::with_base(payload, BLOB_HEADER);
@@ -1393,6 +1449,12 @@ impl Predictor {
             let len = if version >= 2 { c.uvarint()? } else { 0 };
             bodies.push((len, Pat::decode(&mut c)?));
         }
+        let mut ends = Vec::new();
+        if version >= 3 {
+            let n = c.count(c.remaining(), "phase end byte")?;
+            let at = c.position();
+            ends = phase_ends(Cursor::with_base(c.take(n)?, at))?;
+        }
         if !c.is_at_end() {
             return Err(c.error("trailing bytes after the saved patterns"));
         }
@@ -1401,12 +1463,64 @@ impl Predictor {
         for (len, body) in bodies.iter().take(p.limits.remembered as usize).rev() {
             p.remember(body, *len);
         }
+        for (start, count) in ends {
+            p.record_end(start, count);
+        }
         Ok(p)
     }
 }
 
 const MODEL_MAGIC: &[u8; 4] = b"PPRD";
-const MODEL_VERSION: u16 = 2;
+const MODEL_VERSION: u16 = 3;
+
+/// Decodes recorded phase ends: `(start, count)`, oldest first.
+fn phase_ends(mut c: Cursor) -> Result<Vec<(i64, u64)>> {
+    let mut start = 0i64;
+    let mut out = Vec::new();
+    while !c.is_at_end() {
+        let head = c.uvarint()?;
+        let delta = c.ivarint()?.wrapping_shl((head & 63) as u32);
+        start = start.wrapping_add(delta);
+        out.push((start, head >> 6));
+    }
+    Ok(out)
+}
+
+/// Recorded phase ends `ends` with the phase starting at `start` recorded as `count`
+/// elements; `None` when nothing changes: already recorded, a phase of one element
+/// (no phase), or no room left within [`PHASE_ENDS_BYTES`].
+fn with_phase_end(ends: &[u8], start: i64, count: u64) -> Option<Vec<u8>> {
+    if !(2..1 << 32).contains(&count) {
+        return None;
+    }
+    let mut ends = phase_ends(Cursor::new(ends)).ok()?;
+    match ends.iter_mut().find(|e| e.0 == start) {
+        Some(e) if e.1 == count => return None,
+        Some(e) => e.1 = count,
+        None => ends.push((start, count)),
+    }
+    Some(encode_phase_ends(&ends)).filter(|b| b.len() <= PHASE_ENDS_BYTES)
+}
+
+/// Phase ends, oldest first, each `uvar count << 6 | shift, ivar (start - previous
+/// start) >> shift` where `shift` is the difference's trailing zero bits: starts of
+/// aligned data take a byte or two.
+fn encode_phase_ends(ends: &[(i64, u64)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut previous = 0i64;
+    for &(start, count) in ends {
+        let delta = start.wrapping_sub(previous);
+        let shift = if delta == 0 {
+            0
+        } else {
+            delta.trailing_zeros()
+        };
+        put_uvarint(&mut out, count << 6 | shift as u64);
+        put_ivarint(&mut out, delta >> shift);
+        previous = start;
+    }
+    out
+}
 
 /// The outer pattern of phase starts: `(index of its first start, body)`. A detected
 /// node of at least four starts ending at the last one; else the last three evenly
@@ -1566,8 +1680,96 @@ mod tests {
             8,
         );
         assert!(hits[1..].iter().all(|&h| h), "{hits:?}");
-        let bad = write_blob(MODEL_MAGIC, 3, &payload);
+        // Version 2 has request lengths and no phase ends.
+        let mut v2 = Vec::new();
+        put_uvarint(&mut v2, 1);
+        put_uvarint(&mut v2, 8);
+        Pat::flat(&[64], 3).encode(&mut v2);
+        let mut p =
+            Predictor::load(OnlineConfig::default(), &write_blob(MODEL_MAGIC, 2, &v2)).unwrap();
+        let hits = run(
+            &mut p,
+            &(0..6).map(|i| 9000 + i * 64).collect::<Vec<_>>(),
+            8,
+        );
+        assert!(hits[1..].iter().all(|&h| h), "{hits:?}");
+        let bad = write_blob(MODEL_MAGIC, MODEL_VERSION + 1, &payload);
         assert!(Predictor::load(OnlineConfig::default(), &bad).is_err());
+    }
+
+    /// Variables of interleaved records, each with its own record length and an
+    /// irregular record count: `(offsets, length)` per variable.
+    fn variables(counts: &[u64]) -> Vec<(Vec<u64>, u64)> {
+        let (procs, rank) = (16u64, 3u64);
+        let mut base = 1 << 20;
+        counts
+            .iter()
+            .enumerate()
+            .map(|(v, &count)| {
+                let size = 4096 * (1 + v as u64 % 5);
+                let offsets = (0..count)
+                    .map(|j| base + (j * procs + rank) * size)
+                    .collect();
+                base += count * procs * size;
+                (offsets, size)
+            })
+            .collect()
+    }
+
+    /// Predictions made right after the last request of each variable that fall
+    /// outside the stream's remaining requests.
+    fn past_variable_ends(p: &mut Predictor, vars: &[(Vec<u64>, u64)]) -> Vec<usize> {
+        let all: Vec<u64> = vars.iter().flat_map(|v| v.0.clone()).collect();
+        let mut seen = 0;
+        let mut wasted = Vec::new();
+        for (offsets, len) in vars {
+            for &o in offsets {
+                p.observe(o, *len);
+                seen += 1;
+            }
+            let rest = &all[seen..];
+            wasted.push(
+                p.predict(8)
+                    .iter()
+                    .filter(|x| !rest.contains(&x.offset))
+                    .count(),
+            );
+        }
+        wasted
+    }
+
+    #[test]
+    fn recorded_phase_ends_stop_a_repeated_run_at_each_end() {
+        let vars = variables(&[23, 41, 17, 30, 44, 19, 36]);
+        let mut first = Predictor::new(OnlineConfig::default());
+        let wasted = past_variable_ends(&mut first, &vars);
+        assert!(wasted.iter().sum::<usize>() > 0, "{wasted:?}");
+        let saved = first.save();
+        let mut second = Predictor::load(OnlineConfig::default(), &saved).unwrap();
+        let wasted = past_variable_ends(&mut second, &vars);
+        assert!(wasted.iter().all(|&w| w == 0), "{wasted:?}");
+        // Saved again, the ends are kept, once each.
+        let again = second.save();
+        assert_eq!(again.len(), saved.len());
+        let mut third = Predictor::load(OnlineConfig::default(), &again).unwrap();
+        assert!(past_variable_ends(&mut third, &vars)
+            .iter()
+            .all(|&w| w == 0));
+    }
+
+    #[test]
+    fn phase_ends_are_bounded() {
+        let counts: Vec<u64> = (0..200).map(|i| 16 + i * 7 % 32).collect();
+        let mut p = Predictor::new(OnlineConfig::default());
+        past_variable_ends(&mut p, &variables(&counts));
+        assert!(!p.ends.is_empty() && p.ends.len() <= PHASE_ENDS_BYTES);
+        assert!(p.model_bytes() < 1024, "{}", p.model_bytes());
+        let mut bad = Vec::new();
+        put_uvarint(&mut bad, 0);
+        put_uvarint(&mut bad, 3);
+        bad.extend_from_slice(&[0x02, 0x80, 0x80]);
+        let err = Predictor::load(OnlineConfig::default(), &write_blob(MODEL_MAGIC, 3, &bad));
+        assert!(err.is_err());
     }
 
     #[test]

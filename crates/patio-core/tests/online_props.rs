@@ -212,6 +212,43 @@ proptest! {
             base += count * procs * size;
         }
     }
+
+    /// The same variables read again by a predictor loaded with the first run's
+    /// model: right after each variable's last record nothing is predicted that the
+    /// stream does not read later (the saved phase ends stop it), while the first run
+    /// could not know where its variables end.
+    #[test]
+    fn a_repeated_run_stops_at_every_variable_end(
+        procs in 2u64..32, rank in 0u64..32, sizes in proptest::collection::vec(1u64..16, 2..8),
+        counts in proptest::collection::vec(8u64..40, 2..8), start in 0u64..1 << 40,
+    ) {
+        let rank = rank % procs;
+        let mut vars = Vec::new();
+        let mut base = start;
+        for (&size, &count) in sizes.iter().zip(&counts) {
+            let size = size * 4096;
+            vars.push(((0..count).map(|j| base + (j * procs + rank) * size).collect::<Vec<u64>>(), size));
+            base += count * procs * size;
+        }
+        let all: Vec<u64> = vars.iter().flat_map(|v| v.0.clone()).collect();
+        let mut first = Predictor::new(OnlineConfig::default());
+        for (offsets, size) in &vars {
+            observe_all(&mut first, offsets, *size);
+        }
+        let mut second = Predictor::load(OnlineConfig::default(), &first.save()).unwrap();
+        let mut seen = 0;
+        for (v, (offsets, size)) in vars.iter().enumerate() {
+            observe_all(&mut second, offsets, *size);
+            seen += offsets.len();
+            let past: Vec<u64> = second
+                .predict(16)
+                .iter()
+                .map(|p| p.offset)
+                .filter(|o| !all[seen..].contains(o))
+                .collect();
+            prop_assert!(past.is_empty(), "variable {}: predicted {:?}", v, past);
+        }
+    }
 }
 
 proptest! {

@@ -3,13 +3,15 @@
 //! `workloads`, `replay`). The I/O-time reduction of each policy is relative to
 //! `none` in the same run. The Markov model is trained on a first run with another
 //! seed (another process reading the same file, other random choices), as the
-//! papers train it on an initial execution; `--markov-training same` trains it on
-//! the very requests it then predicts.
+//! papers train it on an initial execution; `--training same` trains it on the very
+//! requests it then predicts (a repeated run). The row `pattern+model` is the pattern
+//! policy started from the model it saved after that same training run.
 
 use super::{human_bytes, median, progress, sig3, write_stdout, Table, SEED};
 use crate::replay::{ReportJson, StoreArgs};
 use anyhow::{bail, Context, Result};
 use patio_prefetch::markov::{Markov, DEFAULT_BLOCK};
+use patio_prefetch::policy::Pattern;
 use patio_prefetch::replay::{self, Report, Request};
 use patio_prefetch::workloads::{self, Workload};
 use patio_prefetch::{Policy, PolicyKind};
@@ -23,7 +25,7 @@ const DEFAULT_REQUESTS_ALL: usize = 300;
 const DEFAULT_REQUESTS_ONE: usize = 1000;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MarkovTraining {
+pub enum Training {
     /// A first run with another seed (default).
     Other,
     /// The same requests that are then replayed.
@@ -44,9 +46,9 @@ pub struct Args {
     /// reported.
     #[arg(long, default_value_t = 1)]
     reps: usize,
-    /// What the Markov model is trained on.
-    #[arg(long, value_enum, default_value_t = MarkovTraining::Other)]
-    markov_training: MarkovTraining,
+    /// What the learned models (markov, pattern+model) are trained on.
+    #[arg(long, alias = "markov-training", value_enum, default_value_t = Training::Other)]
+    training: Training,
     /// Directory for the data files (default: the system's temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -75,7 +77,7 @@ struct WorkloadJson {
     bandwidth_mbps: f64,
     compute_ratio: f64,
     compute: String,
-    markov_training: String,
+    training: String,
     policies: BTreeMap<String, PolicyJson>,
 }
 
@@ -98,9 +100,9 @@ pub fn run(args: Args) -> Result<()> {
     let mut loads = Vec::new();
     for name in &names {
         let w = workloads::generate(name, n, SEED).map_err(anyhow::Error::msg)?;
-        let train_seed = match args.markov_training {
-            MarkovTraining::Other => SEED + 1,
-            MarkovTraining::Same => SEED,
+        let train_seed = match args.training {
+            Training::Other => SEED + 1,
+            Training::Same => SEED,
         };
         let train = workloads::generate(name, n, train_seed).map_err(anyhow::Error::msg)?;
         loads.push((w, train));
@@ -111,10 +113,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     .context("cannot create a directory for the data files")?;
     let reps = args.reps.max(1);
-    let bar = progress(
-        (loads.len() * reps * PolicyKind::ALL.len()) as u64,
-        args.json,
-    );
+    let bar = progress((loads.len() * reps * ROWS.len()) as u64, args.json);
     let mut out = Vec::new();
     for (w, train) in &loads {
         bar.set_message(w.name.clone());
@@ -136,7 +135,29 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Every policy on `w`, `reps` times alternating; per policy the median run.
+/// The rows of the table: every policy, and pattern started from a saved model.
+const ROWS: [(&str, PolicyKind); 7] = [
+    ("none", PolicyKind::None),
+    ("readahead", PolicyKind::Readahead),
+    ("stride", PolicyKind::Stride),
+    ("markov", PolicyKind::Markov),
+    ("pattern", PolicyKind::Pattern),
+    ("pattern+model", PolicyKind::Pattern),
+    ("oracle", PolicyKind::Oracle),
+];
+
+/// The models the learning policies start from, trained on `train`'s requests.
+fn trained(train: &Workload) -> (Markov, Vec<u8>) {
+    let mut markov = Markov::new(DEFAULT_BLOCK);
+    markov.train(&train.requests);
+    let mut pattern = Pattern::new();
+    for &(offset, len) in &train.requests {
+        pattern.observe(offset, len, 1);
+    }
+    (markov, pattern.predictor().save())
+}
+
+/// Every row on `w`, `reps` times alternating; per row the median run.
 fn run_workload(
     w: &Workload,
     train: &Workload,
@@ -144,7 +165,7 @@ fn run_workload(
     reps: usize,
     dir: &tempfile::TempDir,
     bar: &indicatif::ProgressBar,
-) -> Result<Vec<(PolicyKind, Report)>> {
+) -> Result<Vec<(&'static str, Report)>> {
     let path = dir.path().join(format!("{}.data", w.name));
     w.write_data(&path)
         .with_context(|| format!("cannot write {}", path.display()))?;
@@ -157,27 +178,32 @@ fn run_workload(
             len,
         })
         .collect();
-    let mut runs: Vec<Vec<Report>> = vec![Vec::new(); PolicyKind::ALL.len()];
+    let (markov, pattern_model) = trained(train);
+    let mut runs: Vec<Vec<Report>> = vec![Vec::new(); ROWS.len()];
     for _ in 0..reps {
-        for (i, kind) in PolicyKind::ALL.into_iter().enumerate() {
-            let policies: Vec<Box<dyn Policy>> = if kind == PolicyKind::Markov {
-                let mut m = Markov::new(DEFAULT_BLOCK);
-                m.train(&train.requests);
-                vec![Box::new(m)]
-            } else {
-                replay::policies(kind, &requests, 1, None).map_err(anyhow::Error::msg)?
+        for (i, &(row, kind)) in ROWS.iter().enumerate() {
+            let policies: Vec<Box<dyn Policy>> = match row {
+                "markov" => vec![Box::new(markov.clone())],
+                "pattern+model" => replay::policies(
+                    kind,
+                    &requests,
+                    1,
+                    Some(std::slice::from_ref(&pattern_model)),
+                )
+                .map_err(anyhow::Error::msg)?,
+                _ => replay::policies(kind, &requests, 1, None).map_err(anyhow::Error::msg)?,
             };
             let report = replay::replay(&path, &requests, policies, config)
-                .with_context(|| format!("{} with {kind}", w.name))?;
+                .with_context(|| format!("{} with {row}", w.name))?;
             runs[i].push(report);
             bar.inc(1);
         }
     }
     std::fs::remove_file(&path).ok();
-    Ok(PolicyKind::ALL
-        .into_iter()
+    Ok(ROWS
+        .iter()
         .zip(runs)
-        .map(|(kind, reports)| (kind, median_run(reports)))
+        .map(|(&(row, _), reports)| (row, median_run(reports)))
         .collect())
 }
 
@@ -198,13 +224,13 @@ fn reduction(x: f64, base: f64) -> f64 {
     }
 }
 
-fn to_json(w: &Workload, result: &[(PolicyKind, Report)], args: &Args) -> WorkloadJson {
+fn to_json(w: &Workload, result: &[(&str, Report)], args: &Args) -> WorkloadJson {
     let none = &result[0].1;
     let policies = result
         .iter()
-        .map(|(kind, r)| {
+        .map(|(row, r)| {
             (
-                kind.name().to_string(),
+                row.to_string(),
                 PolicyJson {
                     report: ReportJson::new(r),
                     io_time_reduction: reduction(
@@ -227,14 +253,14 @@ fn to_json(w: &Workload, result: &[(PolicyKind, Report)], args: &Args) -> Worklo
         bandwidth_mbps: args.store.bandwidth_mbps,
         compute_ratio: args.store.compute_ratio,
         compute: format!("{:?}", args.store.compute).to_lowercase(),
-        markov_training: format!("{:?}", args.markov_training).to_lowercase(),
+        training: format!("{:?}", args.training).to_lowercase(),
         policies,
     }
 }
 
 fn print_table(
     w: &Workload,
-    result: &[(PolicyKind, Report)],
+    result: &[(&str, Report)],
     config: &replay::ReplayConfig,
     args: &Args,
 ) -> Result<()> {
@@ -260,10 +286,10 @@ fn print_table(
         ],
     );
     let pct = |x: f64| format!("{:.1}%", x * 100.0);
-    for (kind, r) in result {
+    for (row, r) in result {
         let s = &r.stats;
         t.row(vec![
-            kind.name().to_string(),
+            row.to_string(),
             format!("{:.3}", r.io_time.as_secs_f64()),
             format!("{:.3}", r.total_time.as_secs_f64()),
             pct(reduction(
@@ -282,11 +308,12 @@ fn print_table(
         ]);
     }
     t.note(format!(
-        "markov: {} KiB blocks, trained on {}; model = policy state in memory at the end",
+        "markov ({} KiB blocks) and pattern+model trained on {}; model = policy state in \
+         memory at the end",
         DEFAULT_BLOCK >> 10,
-        match args.markov_training {
-            MarkovTraining::Other => "a run with another seed",
-            MarkovTraining::Same => "the same requests",
+        match args.training {
+            Training::Other => "a run with another seed",
+            Training::Same => "the same requests (a repeated run)",
         }
     ));
     t.print()?;
