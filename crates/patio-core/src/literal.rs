@@ -69,7 +69,10 @@ pub fn encode_best(values: &[i64], prev: i64) -> (Coding, Vec<u8>) {
 }
 
 /// Frame of reference: `ivar min`, `u8 bits`, then the values minus `min` as `bits`-wide
-/// little-endian bit fields (first value in the lowest bits of the first byte).
+/// little-endian bit fields (first value in the lowest bits of the first byte). Values
+/// take at least one bit even when they are all equal: decoders bound a run's length
+/// by the bytes left (at most 8 values per byte), so that a damaged length cannot make
+/// them allocate more than the input justifies.
 fn pack(values: &[i64], out: &mut Vec<u8>) {
     let min = values.iter().copied().min().unwrap_or(0);
     let widest = values
@@ -77,7 +80,7 @@ fn pack(values: &[i64], out: &mut Vec<u8>) {
         .map(|&v| v.wrapping_sub(min) as u64)
         .max()
         .unwrap_or(0);
-    let bits = 64 - widest.leading_zeros();
+    let bits = (64 - widest.leading_zeros()).max(1);
     put_ivarint(out, min);
     out.push(bits as u8);
     let (mut acc, mut filled) = (0u128, 0u32);
@@ -199,6 +202,28 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Equal first differences that no pattern holds (they overflow, as between
+    /// i64::MIN and 0): packed, they still take a bit each, within the length bound
+    /// the sequence decoder applies.
+    #[test]
+    fn equal_values_take_a_bit_each() {
+        let values: Vec<i64> = (0..105).map(|i| [i64::MIN, 0][i % 2]).collect();
+        let (coding, bytes) = encode_best(&values, 0);
+        assert!(
+            bytes.len() * 8 + 8 >= values.len(),
+            "{coding:?}: {} bytes",
+            bytes.len()
+        );
+        let mut c = Cursor::new(&bytes);
+        assert_eq!(decode(&mut c, values.len(), 0, coding).unwrap(), values);
+        let seq = crate::PatternSeq::build(&values, &crate::Detector::new(1));
+        let encoded = crate::seqcodec::encode_seq(&seq);
+        assert_eq!(
+            crate::seqcodec::decode_seq(&encoded).unwrap().expand(),
+            values
+        );
     }
 
     #[test]
