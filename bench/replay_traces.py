@@ -19,6 +19,10 @@ Every read is verified against the data file (outside the timed regions).
     python bench/replay_traces.py                 # table
     python bench/replay_traces.py --json          # one JSON object
     python bench/replay_traces.py --trace ior_hdf5_4ranks --reps 1
+    python bench/replay_traces.py --max-streams 16   # at most 16 ranks' streams per log
+
+``--max-streams N`` keeps the streams of the N lowest ranks (the replay is one request
+at a time, so the 192 ranks of io_test5 would take an hour per policy and repetition).
 """
 
 from __future__ import annotations
@@ -61,8 +65,9 @@ def patio_binary() -> str:
     return found
 
 
-def select(trace: Path, out_csv: Path) -> dict[str, Any]:
-    """Writes the chosen streams of ``trace`` to ``out_csv``; returns what was chosen."""
+def select(trace: Path, out_csv: Path, max_streams: int | None = None) -> dict[str, Any]:
+    """Writes the chosen streams of ``trace`` to ``out_csv`` (those of the
+    ``max_streams`` lowest ranks, if given); returns what was chosen."""
     from patio.dxt import read_dxt, write_csv
 
     reads = [s for s in read_dxt(trace) if s.op == "read" and s.module == "POSIX" and len(s)]
@@ -72,13 +77,17 @@ def select(trace: Path, out_csv: Path) -> dict[str, Any]:
     for s in reads:
         per_file[s.file] = per_file.get(s.file, 0) + len(s)
     file = min(per_file, key=lambda f: (-per_file[f], f))
-    chosen = [s for s in reads if s.file == file]
+    chosen = sorted((s for s in reads if s.file == file), key=lambda s: s.rank)
+    ranks = len(chosen)
+    if max_streams is not None:
+        chosen = chosen[:max_streams]
     write_csv(chosen, out_csv)
     extent = max(int((s.offset + s.length).max()) for s in chosen)
     return {
         "file": file,
         "files_with_reads": len(per_file),
         "streams": len(chosen),
+        "streams_of_file": ranks,
         "requests": sum(len(s) for s in chosen),
         "zero_length_requests": sum(int((s.length == 0).sum()) for s in chosen),
         "read_bytes": sum(int(s.length.sum()) for s in chosen),
@@ -121,7 +130,7 @@ def replay(
 def run_trace(patio: str, trace: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     name = trace.name.removesuffix(".darshan")
     csv = work / f"{name}.csv"
-    chosen = select(trace, csv)
+    chosen = select(trace, csv, args.max_streams)
     data = data_file(args.data_dir, name, chosen["extent"])
     models = {k: work / f"{name}.{k}.model" for k in ("markov", "pattern")}
     # Training: a first replay of the same streams saves each learning policy's model.
@@ -166,7 +175,8 @@ def table(results: list[dict[str, Any]]) -> str:
     out = []
     for r in results:
         out.append(
-            f"{r['trace']}: {r['file']} — {r['streams']} stream(s), {r['requests']} reads "
+            f"{r['trace']}: {r['file']} — {r['streams']} of {r['streams_of_file']} stream(s), "
+            f"{r['requests']} reads "
             f"({r['zero_length_requests']} of 0 bytes), {r['read_bytes']} bytes, "
             f"extent {r['extent']} bytes; none: {r['policies']['none']['io_time_s']:.3f} s"
         )
@@ -191,6 +201,9 @@ def main() -> None:
     ap.add_argument("--bandwidth-mbps", type=float, default=200.0)
     ap.add_argument("--compute-ratio", type=float, default=1.0)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument(
+        "--max-streams", type=int, default=None, help="replay the N lowest ranks' streams"
+    )
     ap.add_argument("--patio", default=None, help="patio binary (default: target/release)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
