@@ -315,6 +315,16 @@ fn model_stays_under_1_kib() {
         correlated.extend((0..4).map(|j| ((g * 977 + j * 131) % 4096 * 32768, 32768)));
     }
     streams.push(("correlated", correlated));
+    // Variables of interleaved records, each with its own record length and count:
+    // every variable's end is recorded.
+    let mut pagoda = Vec::new();
+    let mut base = 0u64;
+    for v in 0..300u64 {
+        let (size, count) = (4096 * (1 + v % 5), 16 + v * 7 % 33);
+        pagoda.extend((0..count).map(|j| (base + (j * 16 + 5) * size, size)));
+        base += count * 16 * size;
+    }
+    streams.push(("pagoda", pagoda));
     for (name, requests) in streams {
         let mut p = Predictor::new(config());
         let mut most = 0;
