@@ -354,7 +354,7 @@ pub struct Pattern {
 
 impl Pattern {
     /// The analyzer's defaults: a history of 32 requests (larger arrays nest as
-    /// phases), 8 remembered bodies, 6 phases, 20 correlation entries.
+    /// phases), 8 remembered bodies, 8 phases, 20 correlation entries.
     pub fn config() -> OnlineConfig {
         OnlineConfig::default()
     }
