@@ -135,26 +135,36 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// The rows of the table: every policy, and pattern started from a saved model.
-const ROWS: [(&str, PolicyKind); 7] = [
-    ("none", PolicyKind::None),
-    ("readahead", PolicyKind::Readahead),
-    ("stride", PolicyKind::Stride),
-    ("markov", PolicyKind::Markov),
-    ("pattern", PolicyKind::Pattern),
-    ("pattern+model", PolicyKind::Pattern),
-    ("oracle", PolicyKind::Oracle),
+/// The rows of the table, every policy and pattern started from a saved model:
+/// `(name, policy, whether it starts from the training run)`.
+const ROWS: [(&str, PolicyKind, bool); 7] = [
+    ("none", PolicyKind::None, false),
+    ("readahead", PolicyKind::Readahead, false),
+    ("stride", PolicyKind::Stride, false),
+    ("markov", PolicyKind::Markov, true),
+    ("pattern", PolicyKind::Pattern, false),
+    ("pattern+model", PolicyKind::Pattern, true),
+    ("oracle", PolicyKind::Oracle, false),
 ];
 
-/// The models the learning policies start from, trained on `train`'s requests.
-fn trained(train: &Workload) -> (Markov, Vec<u8>) {
-    let mut markov = Markov::new(DEFAULT_BLOCK);
-    markov.train(&train.requests);
-    let mut pattern = Pattern::new();
-    for &(offset, len) in &train.requests {
-        pattern.observe(offset, len, 1);
-    }
-    (markov, pattern.predictor().save())
+/// The policy `kind` after a first run over `train`'s requests: Markov trained on
+/// them, pattern started from the model it saved after them.
+fn trained(kind: PolicyKind, train: &Workload) -> Result<Box<dyn Policy>> {
+    Ok(match kind {
+        PolicyKind::Markov => {
+            let mut markov = Markov::new(DEFAULT_BLOCK);
+            markov.train(&train.requests);
+            Box::new(markov)
+        }
+        PolicyKind::Pattern => {
+            let mut first = Pattern::new();
+            for &(offset, len) in &train.requests {
+                first.observe(offset, len, 1);
+            }
+            Box::new(Pattern::load(&first.predictor().save()).map_err(anyhow::Error::msg)?)
+        }
+        other => bail!("the {other} policy learns no model"),
+    })
 }
 
 /// Every row on `w`, `reps` times alternating; per row the median run.
@@ -178,20 +188,13 @@ fn run_workload(
             len,
         })
         .collect();
-    let (markov, pattern_model) = trained(train);
     let mut runs: Vec<Vec<Report>> = vec![Vec::new(); ROWS.len()];
     for _ in 0..reps {
-        for (i, &(row, kind)) in ROWS.iter().enumerate() {
-            let policies: Vec<Box<dyn Policy>> = match row {
-                "markov" => vec![Box::new(markov.clone())],
-                "pattern+model" => replay::policies(
-                    kind,
-                    &requests,
-                    1,
-                    Some(std::slice::from_ref(&pattern_model)),
-                )
-                .map_err(anyhow::Error::msg)?,
-                _ => replay::policies(kind, &requests, 1, None).map_err(anyhow::Error::msg)?,
+        for (i, &(row, kind, from_training)) in ROWS.iter().enumerate() {
+            let policies = if from_training {
+                vec![trained(kind, train)?]
+            } else {
+                replay::policies(kind, &requests, 1, None).map_err(anyhow::Error::msg)?
             };
             let report = replay::replay(&path, &requests, policies, config)
                 .with_context(|| format!("{} with {row}", w.name))?;
@@ -203,7 +206,7 @@ fn run_workload(
     Ok(ROWS
         .iter()
         .zip(runs)
-        .map(|(&(row, _), reports)| (row, median_run(reports)))
+        .map(|(&(row, _, _), reports)| (row, median_run(reports)))
         .collect())
 }
 
