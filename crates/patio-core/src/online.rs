@@ -895,17 +895,15 @@ impl Predictor {
         if let Some(Active::Run(run)) = self.active.take() {
             let grown = replaced_from.is_some_and(|f| f <= run.first);
             if !grown {
+                let truncated = run.pat.truncate(run.next);
                 if run.phase() == 0 {
-                    let fp = run
-                        .pat
-                        .truncate(run.next)
-                        .map_or(0, |t| t.fingerprint(run.len));
+                    let fp = truncated.as_ref().map_or(0, |t| t.fingerprint(run.len));
                     self.push_phase(run.init, run.next, fp);
                     if run.end() != run.next {
                         self.record_end(run.init, run.next);
                     }
                 }
-                let body = match run.pat.truncate(run.next) {
+                let body = match truncated {
                     Some(t) if run.phase() == 0 && t.0[0] > 0 => t,
                     _ => run.pat,
                 };
