@@ -114,8 +114,8 @@ class Container:
             index_buffer = index_arg("index_buffer", index_buffer)
             if index_buffer < 1:
                 raise ValueError(f"index_buffer must be at least 1, not {index_buffer}")
-        self.name = path if isinstance(path, (str, bytes)) else path_arg(path)
         self._path = path_arg(path)
+        self.name = path if isinstance(path, (str, bytes)) else self._path
         self._mode = mode
         self._reader: ContainerReader | None = None
         self._writer: ContainerWriter | None = None
@@ -303,9 +303,7 @@ class Container:
             # The common case; the reader itself refuses when closed.
             return reader.pread(n, offset)  # type: ignore[no-any-return]
         reader = self._need_reader("read_at")
-        n = index_arg("n", n)
-        if n < 0:
-            raise ValueError(f"n must be >= 0, not {n}")
+        n = non_negative("n", n)
         return bytes(reader.pread(n, _offset("offset", offset)))
 
     def pread(self, n: int, offset: int) -> bytes:
