@@ -774,9 +774,10 @@ impl Predictor {
             phase: 0,
             end: u32::MAX,
         };
-        // The old run's phase ended with the request before this one.
+        // The old run's phase ended with the request before this one (and before the
+        // element this request skipped, if it matched by skipping one).
         let mut ended = old.clone();
-        ended.next = ended.next.saturating_sub(1);
+        ended.next = ended.next.saturating_sub(1 + self.skipped as u64);
         self.active = Some(Active::Run(ended));
         self.end_active(Some(fresh.first));
         self.previous = Some(Box::new(old));
@@ -1753,6 +1754,28 @@ mod tests {
         assert!(past_variable_ends(&mut third, &vars)
             .iter()
             .all(|&w| w == 0));
+    }
+
+    /// The first record of the next variable can land exactly one element past the
+    /// end of the last one's stride (here element 9 of variable 0): it matches by
+    /// skipping one, yet variable 0 had 8 records, not 9.
+    #[test]
+    fn a_phase_ended_by_a_skipping_match_counts_what_was_read() {
+        let (procs, rank) = (15u64, 5u64);
+        let mut p = Predictor::new(OnlineConfig::default());
+        let mut base = 0;
+        for size in [3 * 4096, 12 * 4096] {
+            run(
+                &mut p,
+                &(0..8)
+                    .map(|j| base + (j * procs + rank) * size)
+                    .collect::<Vec<_>>(),
+                size,
+            );
+            base += 8 * procs * size;
+        }
+        let ends = phase_ends(Cursor::new(&p.ends)).unwrap();
+        assert_eq!(ends, [(5 * 3 * 4096, 8)]);
     }
 
     #[test]
