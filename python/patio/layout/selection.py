@@ -1,0 +1,248 @@
+"""Array selections as patio's layout code sees them: the one vocabulary shared by
+recording (the knowledge base), flattening (selection x layout -> byte extents), the
+cost model and read redirection.
+
+A :class:`Selection` is either a union of *regular hyperslabs* (HDF5's
+start/stride/count/block per dimension; a basic slice, a strided slice and a box are
+each one hyperslab, a fancy index along one axis is one hyperslab per run of
+consecutive indices) or a list of *points* (boolean masks and point selections).
+Coordinates are in the dataset's own index space; the element order of a selection is
+the order in which h5py places the elements in the result buffer (row-major over each
+hyperslab's selected elements for one hyperslab; HDF5's own order for unions and
+points).
+
+Everything here is plain numpy and stdlib: no h5py (the conversion from h5py's
+dataspaces lives in :mod:`patio.layout.h5sel`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Hyperslab:
+    """HDF5 regular hyperslab: in each dimension ``count`` blocks of ``block`` elements,
+    the first at ``start``, successive blocks ``stride`` apart (``stride >= block``)."""
+
+    start: tuple[int, ...]
+    stride: tuple[int, ...]
+    count: tuple[int, ...]
+    block: tuple[int, ...]
+
+    @staticmethod
+    def box(lo: Sequence[int], hi: Sequence[int]) -> "Hyperslab":
+        """The box ``[lo, hi)`` (exclusive upper corner)."""
+        n = len(lo)
+        return Hyperslab(
+            tuple(int(x) for x in lo),
+            (1,) * n,
+            (1,) * n,
+            tuple(int(h) - int(lo_) for lo_, h in zip(lo, hi)),
+        )
+
+    @property
+    def ndim(self) -> int:
+        return len(self.start)
+
+    def extent(self) -> tuple[int, ...]:
+        """Selected elements per dimension."""
+        return tuple(c * b for c, b in zip(self.count, self.block))
+
+    def nelements(self) -> int:
+        return int(np.prod(self.extent(), dtype=np.int64)) if self.ndim else 1
+
+    def bounds(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Bounding box ``(lo, hi)``, ``hi`` exclusive."""
+        hi = tuple(
+            s + (c - 1) * st + b if c > 0 and b > 0 else s
+            for s, st, c, b in zip(self.start, self.stride, self.count, self.block)
+        )
+        return self.start, hi
+
+    def is_box(self) -> bool:
+        """True when the hyperslab is one dense box (no gaps in any dimension)."""
+        return all(c <= 1 or st == b for st, c, b in zip(self.stride, self.count, self.block))
+
+    def axis_indices(self, axis: int) -> np.ndarray:
+        """The selected coordinates along ``axis``, ascending."""
+        s, st, c, b = self.start[axis], self.stride[axis], self.count[axis], self.block[axis]
+        return (s + np.arange(c, dtype=np.int64)[:, None] * st + np.arange(b)[None, :]).ravel()
+
+    def normalized(self) -> "Hyperslab":
+        """The same elements with dense dimensions written as one block (count 1)."""
+        start, stride, count, block = [], [], [], []
+        for s, st, c, b in zip(self.start, self.stride, self.count, self.block):
+            if c > 1 and st == b:
+                c, b = 1, c * b
+            if c <= 1:
+                st = 1
+            start.append(s)
+            stride.append(st)
+            count.append(c)
+            block.append(b)
+        return Hyperslab(tuple(start), tuple(stride), tuple(count), tuple(block))
+
+    def permuted(self, axes: Sequence[int]) -> "Hyperslab":
+        """This hyperslab in an array whose dimension ``i`` is this one's ``axes[i]``."""
+        return Hyperslab(
+            tuple(self.start[a] for a in axes),
+            tuple(self.stride[a] for a in axes),
+            tuple(self.count[a] for a in axes),
+            tuple(self.block[a] for a in axes),
+        )
+
+    def to_json(self) -> list[list[int]]:
+        return [list(self.start), list(self.stride), list(self.count), list(self.block)]
+
+    @staticmethod
+    def from_json(v: Sequence[Sequence[int]]) -> "Hyperslab":
+        return Hyperslab(*(tuple(int(x) for x in part) for part in v))
+
+
+@dataclass(frozen=True, eq=False)
+class Selection:
+    """A selection in an array of ``shape``: a union of hyperslabs or a point list.
+
+    ``points`` is an ``(k, ndim)`` int64 array in buffer order (only for
+    ``kind == "points"``); ``slabs`` the hyperslabs in buffer order (for ``"hyperslab"``
+    exactly one, for ``"union"`` several). ``out_shape`` is the shape h5py gives the
+    result (integer indices drop their dimension).
+    """
+
+    shape: tuple[int, ...]
+    kind: str
+    slabs: tuple[Hyperslab, ...] = ()
+    points: np.ndarray | None = None
+    out_shape: tuple[int, ...] = field(default=())
+
+    # -- constructors ------------------------------------------------------------
+    @staticmethod
+    def hyperslab(shape: Sequence[int], slab: Hyperslab, out_shape: Sequence[int] | None = None):
+        return Selection(
+            tuple(int(x) for x in shape),
+            "hyperslab",
+            (slab,),
+            None,
+            tuple(out_shape) if out_shape is not None else slab.extent(),
+        )
+
+    @staticmethod
+    def union(shape: Sequence[int], slabs: Sequence[Hyperslab], out_shape: Sequence[int]):
+        slabs = tuple(slabs)
+        kind = "hyperslab" if len(slabs) == 1 else "union"
+        return Selection(tuple(int(x) for x in shape), kind, slabs, None, tuple(out_shape))
+
+    @staticmethod
+    def from_points(shape: Sequence[int], points: np.ndarray, out_shape: Sequence[int] | None = None):
+        pts = np.ascontiguousarray(points, dtype=np.int64).reshape(-1, len(shape))
+        return Selection(
+            tuple(int(x) for x in shape),
+            "points",
+            (),
+            pts,
+            tuple(out_shape) if out_shape is not None else (len(pts),),
+        )
+
+    @staticmethod
+    def all(shape: Sequence[int]) -> "Selection":
+        return Selection.hyperslab(shape, Hyperslab.box((0,) * len(shape), shape))
+
+    # -- properties --------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def nelements(self) -> int:
+        if self.kind == "points":
+            assert self.points is not None
+            return int(len(self.points))
+        return sum(s.nelements() for s in self.slabs)
+
+    def bounds(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Bounding box ``(lo, hi)`` of the selected elements (``hi`` exclusive)."""
+        if self.kind == "points":
+            assert self.points is not None
+            if len(self.points) == 0:
+                return (0,) * self.ndim, (0,) * self.ndim
+            return (
+                tuple(int(x) for x in self.points.min(axis=0)),
+                tuple(int(x) + 1 for x in self.points.max(axis=0)),
+            )
+        los, his = zip(*(s.bounds() for s in self.slabs)) if self.slabs else ((), ())
+        if not los:
+            return (0,) * self.ndim, (0,) * self.ndim
+        return tuple(map(min, zip(*los))), tuple(map(max, zip(*his)))
+
+    def iter_slabs(self) -> Iterator[Hyperslab]:
+        return iter(self.slabs)
+
+    def permuted(self, axes: Sequence[int]) -> "Selection":
+        """The selection in the transposed array ``np.transpose(a, axes)``."""
+        shape = tuple(self.shape[a] for a in axes)
+        if self.kind == "points":
+            assert self.points is not None
+            return Selection(shape, "points", (), self.points[:, list(axes)], self.out_shape)
+        return Selection(shape, self.kind, tuple(s.permuted(axes) for s in self.slabs), None,
+                         self.out_shape)
+
+    # -- reference enumeration (tests and small selections only) -------------------
+    def element_coords(self) -> np.ndarray:
+        """Every selected element's coordinates, ``(n, ndim)``, in buffer order.
+
+        O(elements): the reference the flattening code is tested against, never used on
+        a data path for a structured selection."""
+        if self.kind == "points":
+            assert self.points is not None
+            return self.points.copy()
+        parts = []
+        for s in self.slabs:
+            axes = [s.axis_indices(a) for a in range(s.ndim)]
+            grid = np.meshgrid(*axes, indexing="ij") if axes else []
+            parts.append(np.stack([g.ravel() for g in grid], axis=1) if axes else
+                         np.zeros((1, 0), np.int64))
+        if not parts:
+            return np.zeros((0, self.ndim), np.int64)
+        return np.concatenate(parts).astype(np.int64)
+
+    def linear_indices(self) -> np.ndarray:
+        """Row-major linear index of every selected element in buffer order (reference)."""
+        c = self.element_coords()
+        if len(c) == 0:
+            return np.zeros(0, np.int64)
+        return np.ravel_multi_index(tuple(c.T), self.shape).astype(np.int64)
+
+    # -- serialisation (knowledge base) --------------------------------------------
+    def to_json(self) -> str:
+        """Compact JSON; points are stored elsewhere (see :mod:`patio.layout.kb`)."""
+        d: dict[str, Any] = {"shape": list(self.shape), "kind": self.kind,
+                             "out": list(self.out_shape)}
+        if self.kind != "points":
+            d["slabs"] = [s.to_json() for s in self.slabs]
+        return json.dumps(d, separators=(",", ":"))
+
+    @staticmethod
+    def from_json(text: str, points: np.ndarray | None = None) -> "Selection":
+        d = json.loads(text)
+        shape = tuple(d["shape"])
+        if d["kind"] == "points":
+            return Selection.from_points(shape, points if points is not None else
+                                         np.zeros((0, len(shape)), np.int64), d["out"])
+        return Selection.union(shape, [Hyperslab.from_json(s) for s in d["slabs"]], d["out"])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Selection):
+            return NotImplemented
+        if (self.shape, self.kind, self.slabs) != (other.shape, other.kind, other.slabs):
+            return False
+        if self.kind == "points":
+            assert self.points is not None and other.points is not None
+            return bool(np.array_equal(self.points, other.points))
+        return True
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.kind, self.slabs))
