@@ -1,0 +1,408 @@
+"""The layout knowledge base: what was read from an HDF5 file, the replicas built for
+it, the storage budget and the measured device constants, in one SQLite file (WAL).
+
+Location: ``<dir of the file>/.patio-layout/<file name>/kb.sqlite``, or, when
+``PATIO_LAYOUT_DIR`` is set, ``$PATIO_LAYOUT_DIR/<file name>-<hash of its path>/``; the
+replicas live beside it in ``replicas/``. Many processes and MPI ranks record at once
+(WAL, a busy timeout, one short transaction per batch). Raw ``access`` rows are
+compacted into ``pattern`` rows: identical selections are counted once, and boxes that
+differ only in their start along one axis (a sub-plane of every time step) become one
+*family* whose starts are a pattern sequence of the engine - so the table grows with the
+number of distinct patterns, not with the number of reads. The schema is versioned
+(``meta.schema_version``) and documented in docs/FORMATS.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+from .selection import Hyperslab, Selection
+
+SCHEMA_VERSION = 1
+#: Raw access rows kept before a recording process compacts them.
+COMPACT_THRESHOLD = 512
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS access(
+    id INTEGER PRIMARY KEY, dset TEXT NOT NULL, sel TEXT NOT NULL, points BLOB,
+    nelem INTEGER NOT NULL, bytes INTEGER NOT NULL, pid INTEGER NOT NULL,
+    run TEXT NOT NULL, t0 REAL NOT NULL, seconds REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS pattern(
+    id INTEGER PRIMARY KEY, dset TEXT NOT NULL, key TEXT NOT NULL, sel TEXT NOT NULL,
+    axis INTEGER, starts BLOB, nstarts INTEGER NOT NULL, points BLOB,
+    nelem INTEGER NOT NULL, reads INTEGER NOT NULL, procs TEXT NOT NULL,
+    bytes INTEGER NOT NULL, seconds REAL NOT NULL, first_seen REAL NOT NULL,
+    last_seen REAL NOT NULL, UNIQUE(dset, key));
+CREATE TABLE IF NOT EXISTS replica(
+    id INTEGER PRIMARY KEY, dset TEXT NOT NULL, kind TEXT NOT NULL, params TEXT NOT NULL,
+    sel TEXT, points BLOB, path TEXT NOT NULL, bytes INTEGER NOT NULL,
+    meta_bytes INTEGER NOT NULL, state TEXT NOT NULL, source TEXT NOT NULL,
+    created REAL NOT NULL, last_used REAL, uses INTEGER NOT NULL DEFAULT 0,
+    benefit REAL NOT NULL DEFAULT 0, note TEXT);
+CREATE TABLE IF NOT EXISTS setting(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+class KnowledgeBaseError(Exception):
+    """The knowledge base cannot be used (locked, damaged, newer version, no access)."""
+
+
+def kb_dir(source: str | os.PathLike[str]) -> Path:
+    """The directory holding the knowledge base and replicas of ``source``."""
+    src = Path(source).resolve()
+    env = os.environ.get("PATIO_LAYOUT_DIR")
+    if env:
+        digest = hashlib.sha1(str(src).encode()).hexdigest()[:12]
+        return Path(env) / f"{src.name}-{digest}"
+    return src.parent / ".patio-layout" / src.name
+
+
+def encode_ints(values: np.ndarray) -> bytes:
+    """A sorted or unsorted int64 sequence as the pattern engine's encoding."""
+    from patio import detect
+
+    return bytes(detect(np.ascontiguousarray(values, dtype=np.int64)).encode())
+
+
+def decode_ints(blob: bytes | None) -> np.ndarray:
+    from patio import PatternSeq
+
+    if not blob:
+        return np.zeros(0, np.int64)
+    return np.asarray(PatternSeq.decode(blob).expand(), dtype=np.int64)
+
+
+@dataclass
+class Pattern:
+    """One compacted pattern row: a selection, or a family of equal boxes whose start
+    along ``axis`` takes each value of ``starts``."""
+
+    id: int
+    dset: str
+    sel: Selection
+    axis: int | None
+    starts: np.ndarray
+    reads: int
+    procs: int
+    bytes: int
+    seconds: float
+    last_seen: float
+
+    def members(self) -> Iterator[Selection]:
+        """Every selection of the family (one when not a family)."""
+        if self.axis is None:
+            yield self.sel
+            return
+        for s in self.starts:
+            yield shift_start(self.sel, self.axis, int(s))
+
+    def union(self) -> Selection:
+        """The family as one selection (a product over the varying axis)."""
+        if self.axis is None:
+            return self.sel
+        slabs = [m.slabs[0] for m in self.members()]
+        out = (len(slabs),) + slabs[0].extent() if slabs else ()
+        return Selection.union(self.sel.shape, slabs, out)
+
+
+def shift_start(sel: Selection, axis: int, start: int) -> Selection:
+    slab = sel.slabs[0]
+    st = list(slab.start)
+    st[axis] = start
+    return Selection.hyperslab(sel.shape, Hyperslab(tuple(st), slab.stride, slab.count,
+                                                    slab.block), sel.out_shape)
+
+
+@dataclass
+class ReplicaRow:
+    id: int
+    dset: str
+    kind: str
+    params: dict[str, Any]
+    sel: Selection | None
+    path: str
+    bytes: int
+    meta_bytes: int
+    state: str
+    source: dict[str, Any]
+    created: float
+    last_used: float | None
+    uses: int
+    benefit: float
+    note: str | None
+
+
+class KnowledgeBase:
+    """One source file's knowledge base (see the module docstring)."""
+
+    def __init__(self, source: str | os.PathLike[str], create: bool = True) -> None:
+        self.source = Path(source).resolve()
+        self.dir = kb_dir(self.source)
+        self.path = self.dir / "kb.sqlite"
+        if not create and not self.path.exists():
+            raise KnowledgeBaseError(f"{self.source}: nothing recorded yet (no {self.path})")
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            (self.dir / "replicas").mkdir(exist_ok=True)
+        except OSError as e:
+            raise KnowledgeBaseError(
+                f"cannot create the knowledge base directory {self.dir}: {e.strerror} "
+                "(set PATIO_LAYOUT_DIR to a writable directory)") from None
+        try:
+            self.db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+            self.db.execute("PRAGMA busy_timeout=10000")
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self._migrate()
+        except sqlite3.OperationalError as e:
+            raise KnowledgeBaseError(f"knowledge base {self.path}: {e}") from None
+        except sqlite3.DatabaseError as e:
+            raise KnowledgeBaseError(f"knowledge base {self.path} is damaged: {e}") from None
+
+    def _migrate(self) -> None:
+        with self.transaction():
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    self.db.execute(statement)
+            row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None:
+                self.db.execute("INSERT INTO meta VALUES('schema_version', ?)",
+                                (str(SCHEMA_VERSION),))
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise KnowledgeBaseError(
+                    f"knowledge base {self.path} has schema version {row[0]}, newer than this "
+                    f"patio's {SCHEMA_VERSION}: upgrade patio or set PATIO_LAYOUT_DIR")
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "KnowledgeBase":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transactions --------------------------------------------------------------
+    class _Tx:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.db.execute("BEGIN IMMEDIATE")
+            return self.db
+
+        def __exit__(self, exc_type: object, *rest: object) -> None:
+            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+    def transaction(self) -> "KnowledgeBase._Tx":
+        """``with kb.transaction() as db:`` - one write transaction (BEGIN IMMEDIATE)."""
+        return KnowledgeBase._Tx(self.db)
+
+    # -- settings --------------------------------------------------------------------
+    def setting(self, key: str, default: Any = None) -> Any:
+        row = self.db.execute("SELECT value FROM setting WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else default
+
+    def set_setting(self, key: str, value: Any) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO setting VALUES(?, ?)", (key, json.dumps(value)))
+
+    # -- recording -------------------------------------------------------------------
+    def record(self, rows: Iterable[tuple[str, Selection, int, int, str, float, float]]) -> int:
+        """Appends raw access rows ``(dset, sel, bytes, pid, run, t0, seconds)`` in one
+        transaction; compacts when enough have accumulated. Returns the rows written."""
+        batch = []
+        for dset, sel, nbytes, pid, run, t0, seconds in rows:
+            blob = encode_ints(sel.linear_indices()) if sel.kind == "points" else None
+            batch.append((dset, sel.to_json(), blob, sel.nelements(), nbytes, pid, run, t0,
+                          seconds))
+        if not batch:
+            return 0
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT INTO access(dset, sel, points, nelem, bytes, pid, run, t0, seconds) "
+                "VALUES(?,?,?,?,?,?,?,?,?)", batch)
+        n = self.db.execute("SELECT COUNT(*) FROM access").fetchone()[0]
+        if n >= COMPACT_THRESHOLD:
+            self.compact()
+        return len(batch)
+
+    def compact(self) -> int:
+        """Folds every raw access row into pattern rows; returns the rows folded."""
+        with self.transaction() as db:
+            rows = db.execute(
+                "SELECT id, dset, sel, points, nelem, bytes, pid, t0, seconds FROM access"
+            ).fetchall()
+            if not rows:
+                return 0
+            groups: dict[tuple[str, str], list[Any]] = {}
+            for r in rows:
+                _, dset, sel_json, points, nelem, nbytes, pid, t0, seconds = r
+                sel = Selection.from_json(sel_json)
+                fam_key, axis, start = family_key(sel, points)
+                g = groups.setdefault((dset, fam_key), [sel, axis, set(), 0, set(), 0, 0.0,
+                                                          t0, t0, points, nelem])
+                if start is not None:
+                    g[2].add(start)
+                g[3] += 1
+                g[4].add(pid)
+                g[5] += nbytes
+                g[6] += seconds
+                g[7] = min(g[7], t0)
+                g[8] = max(g[8], t0)
+            for (dset, key), (sel, axis, starts, reads, pids, nbytes, secs, first, last,
+                              points, nelem) in groups.items():
+                old = db.execute(
+                    "SELECT id, starts, reads, procs, bytes, seconds, first_seen, last_seen "
+                    "FROM pattern WHERE dset=? AND key=?", (dset, key)).fetchone()
+                if old is not None:
+                    starts |= set(decode_ints(old[1]).tolist())
+                    reads += old[2]
+                    pids |= set(json.loads(old[3]))
+                    nbytes += old[4]
+                    secs += old[5]
+                    first = min(first, old[6])
+                    last = max(last, old[7])
+                starts_arr = np.array(sorted(starts), dtype=np.int64)
+                starts_blob = encode_ints(starts_arr) if axis is not None else None
+                procs = json.dumps(sorted(pids)[:4096])
+                if old is None:
+                    db.execute(
+                        "INSERT INTO pattern(dset, key, sel, axis, starts, nstarts, points, "
+                        "nelem, reads, procs, bytes, seconds, first_seen, last_seen) "
+                        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        (dset, key, sel.to_json(), axis, starts_blob, len(starts_arr), points,
+                         nelem, reads, procs, nbytes, secs, first, last))
+                else:
+                    db.execute(
+                        "UPDATE pattern SET starts=?, nstarts=?, reads=?, procs=?, bytes=?, "
+                        "seconds=?, first_seen=?, last_seen=? WHERE id=?",
+                        (starts_blob, len(starts_arr), reads, procs, nbytes, secs, first, last,
+                         old[0]))
+            db.execute("DELETE FROM access WHERE id <= ?", (max(r[0] for r in rows),))
+            return len(rows)
+
+    def patterns(self, dset: str | None = None) -> list[Pattern]:
+        q = ("SELECT id, dset, sel, axis, starts, points, reads, procs, bytes, seconds, "
+             "last_seen FROM pattern")
+        args: tuple[Any, ...] = ()
+        if dset is not None:
+            q += " WHERE dset=?"
+            args = (dset,)
+        out = []
+        for pid, d, sel_json, axis, starts, points, reads, procs, nbytes, secs, last in \
+                self.db.execute(q + " ORDER BY id", args):
+            pts = None
+            sel0 = json.loads(sel_json)
+            if sel0["kind"] == "points":
+                lin = decode_ints(points)
+                pts = np.stack(np.unravel_index(lin, tuple(sel0["shape"])), axis=1)
+            sel = Selection.from_json(sel_json, pts)
+            out.append(Pattern(pid, d, sel, axis, decode_ints(starts), reads,
+                               len(json.loads(procs)), nbytes, secs, last))
+        return out
+
+    def raw_rows(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM access").fetchone()[0])
+
+    def datasets(self) -> list[tuple[str, int]]:
+        """``(dataset, reads)`` for every dataset with recorded reads."""
+        counts: dict[str, int] = {}
+        for d, n in self.db.execute("SELECT dset, SUM(reads) FROM pattern GROUP BY dset"):
+            counts[d] = counts.get(d, 0) + int(n)
+        for d, n in self.db.execute("SELECT dset, COUNT(*) FROM access GROUP BY dset"):
+            counts[d] = counts.get(d, 0) + int(n)
+        return sorted(counts.items())
+
+    # -- replicas ----------------------------------------------------------------------
+    def add_replica(self, dset: str, kind: str, params: dict[str, Any], sel: Selection | None,
+                    path: str, source: dict[str, Any]) -> int:
+        """A new replica row in state ``building`` (not served until :meth:`ready`)."""
+        blob = encode_ints(sel.linear_indices()) if sel is not None and sel.kind == "points" \
+            else None
+        with self.transaction() as db:
+            cur = db.execute(
+                "INSERT INTO replica(dset, kind, params, sel, points, path, bytes, meta_bytes, "
+                "state, source, created) VALUES(?,?,?,?,?,?,0,0,'building',?,?)",
+                (dset, kind, json.dumps(params), sel.to_json() if sel is not None else None,
+                 blob, path, json.dumps(source), time.time()))
+            return int(cur.lastrowid or 0)
+
+    def ready(self, rid: int, path: str, nbytes: int, meta_bytes: int) -> None:
+        with self.transaction() as db:
+            db.execute("UPDATE replica SET state='ready', path=?, bytes=?, meta_bytes=? "
+                       "WHERE id=?", (path, nbytes, meta_bytes, rid))
+
+    def set_state(self, rid: int, state: str, note: str | None = None) -> None:
+        with self.transaction() as db:
+            db.execute("UPDATE replica SET state=?, note=? WHERE id=?", (state, note, rid))
+
+    def mark_dataset_stale(self, dset: str, note: str) -> None:
+        with self.transaction() as db:
+            db.execute("UPDATE replica SET state='stale', note=? WHERE dset=? AND "
+                       "state IN ('ready', 'building')", (note, dset))
+
+    def used(self, rid: int, benefit: float) -> None:
+        with self.transaction() as db:
+            db.execute("UPDATE replica SET uses=uses+1, last_used=?, benefit=benefit+? "
+                       "WHERE id=?", (time.time(), benefit, rid))
+
+    def replicas(self, dset: str | None = None, state: str | None = None) -> list[ReplicaRow]:
+        q = ("SELECT id, dset, kind, params, sel, points, path, bytes, meta_bytes, state, "
+             "source, created, last_used, uses, benefit, note FROM replica")
+        cond, args = [], []
+        if dset is not None:
+            cond.append("dset=?")
+            args.append(dset)
+        if state is not None:
+            cond.append("state=?")
+            args.append(state)
+        if cond:
+            q += " WHERE " + " AND ".join(cond)
+        out = []
+        for r in self.db.execute(q + " ORDER BY id", args):
+            sel = None
+            if r[4] is not None:
+                d = json.loads(r[4])
+                pts = None
+                if d["kind"] == "points":
+                    lin = decode_ints(r[5])
+                    pts = np.stack(np.unravel_index(lin, tuple(d["shape"])), axis=1)
+                sel = Selection.from_json(r[4], pts)
+            out.append(ReplicaRow(r[0], r[1], r[2], json.loads(r[3]), sel, r[6], r[7], r[8],
+                                  r[9], json.loads(r[10]), r[11], r[12], r[13], r[14], r[15]))
+        return out
+
+    def delete_replica(self, rid: int) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM replica WHERE id=?", (rid,))
+
+
+def family_key(sel: Selection, points: bytes | None) -> tuple[str, int | None, int | None]:
+    """The compaction key of a selection: single boxes/hyperslabs are keyed without their
+    start along the axis whose start varies between members of a family (by convention
+    the first axis whose extent is one element, e.g. a time step, else the first axis);
+    everything else is keyed by its exact content."""
+    if sel.kind == "points":
+        digest = hashlib.sha1(points or b"").hexdigest()
+        return f"p:{sel.shape}:{digest}", None, None
+    if sel.kind == "hyperslab":
+        slab = sel.slabs[0]
+        axis = next((a for a, e in enumerate(slab.extent()) if e == 1), 0)
+        start = list(slab.start)
+        varying = start[axis]
+        start[axis] = -1
+        key = json.dumps([list(sel.shape), axis, start, list(slab.stride), list(slab.count),
+                          list(slab.block), list(sel.out_shape)])
+        return "h:" + hashlib.sha1(key.encode()).hexdigest(), axis, varying
+    return "u:" + hashlib.sha1(sel.to_json().encode()).hexdigest(), None, None
