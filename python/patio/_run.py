@@ -11,7 +11,12 @@ from __future__ import annotations
 import importlib
 import sys
 
-HELPERS = {"dxt": "patio.dxt", "plot": "patio.plot"}
+HELPERS = {
+    "dxt": "patio.dxt",
+    "plot": "patio.plot",
+    "layout": "patio.layout.cli",
+    "bench-layout": "patio.layout.bench",
+}
 
 
 def main(argv: list[str]) -> int:

@@ -12,7 +12,8 @@ transposed replica - with the axes permuted and the result transposed back.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import h5py
 import numpy as np

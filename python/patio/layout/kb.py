@@ -19,13 +19,17 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .selection import Hyperslab, Selection
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 SCHEMA_VERSION = 1
 #: Raw access rows kept before a recording process compacts them.
@@ -186,7 +190,7 @@ class KnowledgeBase:
     def close(self) -> None:
         self.db.close()
 
-    def __enter__(self) -> "KnowledgeBase":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -204,7 +208,7 @@ class KnowledgeBase:
         def __exit__(self, exc_type: object, *rest: object) -> None:
             self.db.execute("ROLLBACK" if exc_type else "COMMIT")
 
-    def transaction(self) -> "KnowledgeBase._Tx":
+    def transaction(self) -> KnowledgeBase._Tx:
         """``with kb.transaction() as db:`` - one write transaction (BEGIN IMMEDIATE)."""
         return KnowledgeBase._Tx(self.db)
 

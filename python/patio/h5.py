@@ -1,0 +1,327 @@
+"""``patio.h5``: a drop-in for h5py's ``File``/``Group``/``Dataset`` reading API that
+records every read selection in the layout knowledge base and, once replicas exist,
+serves each read from the copy the cost model says is cheapest - returning exactly what
+h5py returns on the original.
+
+    import patio.h5 as h5
+    with h5.File("run.h5") as f:
+        x = f["energy"][mask_rows, 10:20]
+
+Recording is buffered and written in one transaction when the file closes (or every
+256 reads), so it adds little to a read. If the knowledge base cannot be used (a
+read-only directory, a damaged or newer database) reads go to h5py unchanged and one
+warning says why. A replica whose source changed is never served; one that is missing
+or damaged is skipped (the read is served from the original) and reported. Writes
+through ``patio.h5`` mark the dataset's replicas stale before the data changes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import h5py
+import numpy as np
+from h5py import h5r, h5s, h5t
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["Dataset", "File", "Group", "LayoutWarning"]
+
+#: Buffered access records written per transaction.
+RECORD_BATCH = 256
+
+
+class LayoutWarning(UserWarning):
+    """The layout machinery could not help with a read; the read itself was served."""
+
+
+class _Session:
+    """Per-open-file state: knowledge base, replicas and deciders, record buffer."""
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+        self.run = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.records: list[tuple[Any, ...]] = []
+        self.benefit: dict[int, list[float]] = {}
+        self.deciders: dict[str, Any] = {}
+        self.kb: Any = None
+        self.disabled = os.environ.get("PATIO_LAYOUT", "on").lower() in ("0", "off", "no")
+        if self.disabled:
+            return
+        try:
+            from patio.layout.kb import KnowledgeBase
+
+            self.kb = KnowledgeBase(self.path)
+        except Exception as e:  # noqa: BLE001 - any failure means: read without layouts
+            warnings.warn(f"patio.h5: {self.path}: reads not recorded: {e}", LayoutWarning,
+                          stacklevel=4)
+            self.disabled = True
+
+    def decider(self, dset: h5py.Dataset) -> Any:
+        """The decider for ``dset``, or None when it has no usable replica."""
+        name = dset.name
+        if name in self.deciders:
+            return self.deciders[name]
+        decider = None
+        try:
+            decider = self._make_decider(dset)
+        except Exception as e:  # noqa: BLE001
+            warnings.warn(f"patio.h5: {self.path}{name}: replicas not used: {e}", LayoutWarning,
+                          stacklevel=4)
+        self.deciders[name] = decider
+        return decider
+
+    def _make_decider(self, dset: h5py.Dataset) -> Any:
+        from patio.layout import decide, device, replicas, storage
+
+        rows = self.kb.replicas(dset.name, state="ready")
+        usable = []
+        for row in rows:
+            if not os.path.isfile(row.path):
+                self.kb.set_state(row.id, "missing", "replica file not found")
+                warnings.warn(f"patio.h5: replica {row.id} of {dset.name} is missing "
+                              f"({row.path}); reading the original", LayoutWarning, stacklevel=5)
+                continue
+            current, fresh = storage.is_current(self.path, dset, row.source)
+            if not current:
+                self.kb.set_state(row.id, "stale", "source changed since the replica was built")
+                continue
+            if fresh is not None:
+                with self.kb.transaction() as db:
+                    import json
+
+                    db.execute("UPDATE replica SET source=? WHERE id=?",
+                               (json.dumps(fresh), row.id))
+            rep = replicas.Replica.load(row)
+            try:
+                rep.dataset()
+            except (OSError, KeyError) as e:
+                self.kb.set_state(row.id, "damaged", str(e))
+                warnings.warn(f"patio.h5: replica {row.id} of {dset.name} is damaged ({e}); "
+                              "reading the original", LayoutWarning, stacklevel=5)
+                continue
+            usable.append(rep)
+        if not usable:
+            return None
+        model, consts = device.load(self.kb)
+        return decide.Decider(dset, usable, model, consts)
+
+    def record(self, dset: str, sel: Any, nbytes: int, t0: float, seconds: float) -> None:
+        if self.disabled:
+            return
+        self.records.append((dset, sel, nbytes, os.getpid(), self.run, t0, seconds))
+        if len(self.records) >= RECORD_BATCH:
+            self.flush()
+
+    def used(self, rid: int, benefit: float) -> None:
+        acc = self.benefit.setdefault(rid, [0, 0.0])
+        acc[0] += 1
+        acc[1] += benefit
+
+    def damaged(self, rid: int, dset: str, err: Exception) -> None:
+        self.deciders.pop(dset, None)
+        if self.kb is not None:
+            self.kb.set_state(rid, "damaged", str(err))
+        warnings.warn(f"patio.h5: replica {rid} of {dset} failed ({err}); served from the "
+                      "original", LayoutWarning, stacklevel=4)
+
+    def writing(self, dset: str) -> None:
+        """Called before a write changes ``dset``: its replicas become stale."""
+        self.deciders.pop(dset, None)
+        if self.kb is not None:
+            self.kb.mark_dataset_stale(dset, "written through patio.h5")
+
+    def flush(self) -> None:
+        if self.kb is None:
+            return
+        try:
+            self.kb.record(self.records)
+            for rid, (uses, benefit) in self.benefit.items():
+                with self.kb.transaction() as db:
+                    db.execute("UPDATE replica SET uses=uses+?, last_used=?, "
+                               "benefit=benefit+? WHERE id=?", (uses, time.time(), benefit, rid))
+        except Exception as e:  # noqa: BLE001 - recording must never fail a read
+            warnings.warn(f"patio.h5: {self.path}: reads not recorded: {e}", LayoutWarning,
+                          stacklevel=4)
+        self.records.clear()
+        self.benefit.clear()
+
+    def close(self) -> None:
+        self.flush()
+        for d in self.deciders.values():
+            if d is not None:
+                for rep in d.replicas:
+                    rep.close()
+        self.deciders.clear()
+        if self.kb is not None:
+            self.kb.close()
+            self.kb = None
+
+
+def _wrap(obj: Any, session: _Session) -> Any:
+    if isinstance(obj, h5py.Dataset):
+        return Dataset(obj, session)
+    if isinstance(obj, h5py.Group):
+        return Group(obj, session)
+    return obj
+
+
+class Group:
+    """An h5py group whose datasets are :class:`Dataset` wrappers."""
+
+    def __init__(self, group: h5py.Group, session: _Session) -> None:
+        self._g = group
+        self._session = session
+
+    def __getitem__(self, name: Any) -> Any:
+        return _wrap(self._g[name], self._session)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        obj = self._g.get(name, default)
+        return default if obj is default else _wrap(obj, self._session)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._g
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._g)
+
+    def __len__(self) -> int:
+        return len(self._g)
+
+    def keys(self) -> Any:
+        return self._g.keys()
+
+    def values(self) -> list[Any]:
+        return [_wrap(v, self._session) for v in self._g.values()]
+
+    def items(self) -> list[tuple[str, Any]]:
+        return [(k, _wrap(v, self._session)) for k, v in self._g.items()]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._g, name)
+
+    def __repr__(self) -> str:
+        return f"<patio.h5 {self._g!r}>"
+
+
+class File(Group):
+    """``h5py.File(path, mode="r", **kwargs)`` with recorded, redirected reads."""
+
+    def __init__(self, path: str | os.PathLike[str], mode: str = "r", **kwargs: Any) -> None:
+        f = h5py.File(path, mode, **kwargs)
+        super().__init__(f, _Session(os.fspath(path)))
+        self._f = f
+
+    def flush(self) -> None:
+        self._session.flush()
+        self._f.flush()
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+        self._f.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Dataset:
+    """An h5py dataset whose reads are recorded and served from the cheapest copy."""
+
+    def __init__(self, dset: h5py.Dataset, session: _Session) -> None:
+        self._d = dset
+        self._session = session
+
+    # -- reading ---------------------------------------------------------------------
+    def _plain(self, args: tuple[Any, ...]) -> bool:
+        """Reads patio leaves to h5py as they are (not recorded)."""
+        d = self._d
+        return (
+            d.shape == () or d.size == 0 or d.dtype.fields is not None
+            or d.dtype.kind not in "biuf" or h5py.check_dtype(vlen=d.dtype) is not None
+            or any(isinstance(a, (str, h5r.RegionReference)) or a is None for a in args)
+            or (len(args) == 1 and isinstance(args[0], h5py._hl.selections.Selection))
+        )
+
+    def __getitem__(self, args: Any) -> Any:
+        args = args if isinstance(args, tuple) else (args,)
+        if self._plain(args):
+            return self._d[args]
+        from patio.layout import h5sel
+
+        t0 = time.perf_counter()
+        sel, hsel = h5sel.select(self._d, args)  # h5py's own parser and errors
+        if hsel.nselect == 0:
+            return np.zeros(hsel.array_shape, dtype=self._d.dtype)
+        arr = None
+        decider = self._session.decider(self._d) if not self._session.disabled else None
+        if decider is not None:
+            choice = decider.choose(sel)
+            if choice.replica is not None:
+                try:
+                    arr = choice.run()
+                    self._session.used(choice.replica.row.id, choice.saved)
+                except Exception as e:  # noqa: BLE001 - a bad replica never fails a read
+                    self._session.damaged(choice.replica.row.id, self._d.name, e)
+                    arr = None
+        if arr is None:
+            arr = np.zeros(hsel.array_shape, self._d.dtype, order="C")
+            mspace = h5s.create_simple(hsel.mshape)
+            self._d.id.read(mspace, hsel.id, arr, h5t.py_create(self._d.dtype),
+                            dxpl=self._d._dxpl)
+        seconds = time.perf_counter() - t0
+        self._session.record(self._d.name, sel, int(arr.nbytes), time.time(), seconds)
+        if arr.shape == ():
+            return arr[()]
+        return arr
+
+    def read_direct(self, dest: np.ndarray, source_sel: Any = None, dest_sel: Any = None) -> None:
+        """h5py's ``read_direct``, through the recorded and redirected read path."""
+        if not isinstance(dest, np.ndarray) or not dest.flags.c_contiguous \
+                or not dest.flags.writeable:
+            raise TypeError("dest must be a C-contiguous writable numpy array")
+        data = self[source_sel if source_sel is not None else ()]
+        if dest_sel is None:
+            dest[...] = data
+        else:
+            dest[dest_sel] = data
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self[()]
+        return np.asarray(arr, dtype=dtype)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __iter__(self) -> Iterator[Any]:
+        for i in range(self._d.shape[0]):
+            yield self[i]
+
+    # -- writing ---------------------------------------------------------------------
+    def __setitem__(self, args: Any, value: Any) -> None:
+        self._session.writing(self._d.name)
+        self._d[args] = value
+
+    def write_direct(self, *a: Any, **kw: Any) -> None:
+        self._session.writing(self._d.name)
+        self._d.write_direct(*a, **kw)
+
+    def resize(self, *a: Any, **kw: Any) -> None:
+        self._session.writing(self._d.name)
+        self._d.resize(*a, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._d, name)
+
+    def __repr__(self) -> str:
+        return f"<patio.h5 {self._d!r}>"

@@ -1,0 +1,203 @@
+"""The layout decision maker: for one read of a dataset, every eligible way to serve it
+(the original, always; each current replica that holds the data; a split read taking
+part from a partial replica and the rest from the original), each costed by eq 3.1 on
+its flattened byte extents, and the cheapest one executed.
+
+Eligibility (REORGANIZATION.md §A.4, with the partial-overlap gap closed for the cases
+that can be computed exactly):
+
+* full replicas (``transposed``, ``chunked``, ``zorder``, ``hilbert``) hold everything;
+  a transposed one serves product selections and point lists;
+* a ``concat`` replica of a product selection serves a product request whose index set
+  along every axis lies inside the replica's (read as the sub-product at the matching
+  positions), and splits a request that leaves the replica along one axis only (the
+  replica's part plus the remainder from the original);
+* a ``concat`` replica of points serves the request's points it holds and, when some
+  are missing, splits with the original.
+
+Every plan returns exactly what h5py returns on the original for the same arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import h5py
+import numpy as np
+
+from . import cost as costmodel
+from .flatten import Extents, flatten, merge_sorted
+from .h5sel import product_axes, read, read_flat, read_permuted
+from .replicas import Replica
+from .selection import Selection, product
+from .storage import Layout, physical_layout
+
+
+@dataclass
+class Candidate:
+    """One way to serve a read: its name, modelled seconds and how to do it."""
+
+    name: str
+    replica: Replica | None
+    seconds: float
+    run: Callable[[], np.ndarray]
+    extents: list[Extents] = field(default_factory=list)
+    #: Modelled seconds saved against the original (set by :meth:`Decider.choose`).
+    saved: float = 0.0
+
+
+class Decider:
+    """Chooses among the original and the replicas of one dataset."""
+
+    def __init__(self, original: h5py.Dataset, replicas: list[Replica], model: Any,
+                 consts: costmodel.Constants) -> None:
+        self.original = original
+        self.replicas = replicas
+        self.model = model
+        self.consts = consts
+        self._layouts: dict[int, Layout] = {}
+        self._orig_layout: Layout | None = None
+
+    def layout_of(self, rep: Replica | None) -> Layout:
+        if rep is None:
+            if self._orig_layout is None:
+                self._orig_layout = physical_layout(self.original)
+            return self._orig_layout
+        if rep.row.id not in self._layouts:
+            self._layouts[rep.row.id] = physical_layout(rep.dataset())
+        return self._layouts[rep.row.id]
+
+    def _seconds(self, parts: list[tuple[Replica | None, Selection]]) -> tuple[float, list[Extents]]:
+        """Modelled time of reading ``parts`` one after the other."""
+        total, exts = 0.0, []
+        for rep, sel in parts:
+            ext = merge_sorted(flatten(self.layout_of(rep), sel))
+            exts.append(ext)
+            total += costmodel.predict(self.model, self.consts, [ext])
+        return total, exts
+
+    def candidates(self, sel: Selection, dtype: Any = None) -> list[Candidate]:
+        orig = self.original
+        out = []
+        secs, exts = self._seconds([(None, sel)])
+        out.append(Candidate("original", None, secs, lambda: read(orig, sel, dtype), exts))
+        axes = product_axes(sel)
+        for rep in self.replicas:
+            try:
+                cand = self._candidate(rep, sel, axes, dtype)
+            except (OSError, KeyError) as e:  # damaged replica: never used, reported
+                rep.row.note = f"unreadable: {e}"
+                continue
+            if cand is not None:
+                out.append(cand)
+        return out
+
+    def _candidate(self, rep: Replica, sel: Selection, axes: list[np.ndarray] | None,
+                   dtype: Any) -> Candidate | None:
+        name = f"{rep.kind}#{rep.row.id}"
+        if rep.kind in ("chunked", "zorder", "hilbert"):
+            secs, exts = self._seconds([(rep, sel)])
+            return Candidate(name, rep, secs, lambda: read(rep.dataset(), sel, dtype), exts)
+        if rep.kind == "transposed":
+            if axes is None and sel.kind != "points":
+                return None
+            perm = rep.perm
+            assert perm is not None
+            secs, exts = self._seconds([(rep, sel.permuted(perm))])
+
+            def run_t() -> np.ndarray:
+                got = read_permuted(rep.dataset(), sel, perm, dtype)
+                assert got is not None
+                return got
+
+            return Candidate(name, rep, secs, run_t, exts)
+        if rep.axes_sets is not None and axes is not None:
+            return self._concat_product(rep, sel, axes, dtype, name)
+        if rep.linear is not None and sel.kind == "points":
+            return self._concat_points(rep, sel, dtype, name)
+        return None
+
+    def _concat_product(self, rep: Replica, sel: Selection, axes: list[np.ndarray],
+                        dtype: Any, name: str) -> Candidate | None:
+        sets = rep.axes_sets
+        assert sets is not None
+        if len(sets) != len(axes):
+            return None
+        inside = [np.isin(a, s, assume_unique=True) for a, s in zip(axes, sets)]
+        outside = [k for k, m in enumerate(inside) if not m.all()]
+        rshape = tuple(len(s) for s in sets)
+        if not outside:
+            pos = [np.searchsorted(s, a) for s, a in zip(sets, axes)]
+            sub = product(rshape, pos)
+            secs, exts = self._seconds([(rep, sub)])
+            return Candidate(name, rep, secs,
+                             lambda: read(rep.dataset(), sub, dtype).reshape(sel.out_shape), exts)
+        if len(outside) > 1:
+            return None
+        k = outside[0]
+        if not inside[k].any():
+            return None
+        held = axes[k][inside[k]]
+        rest = axes[k][~inside[k]]
+        pos = [np.searchsorted(s, a) for s, a in zip(sets, axes)]
+        pos[k] = np.searchsorted(sets[k], held)
+        rep_sel = product(rshape, pos)
+        rest_axes = list(axes)
+        rest_axes[k] = rest
+        orig_sel = product(tuple(self.original.shape), rest_axes)
+        secs, exts = self._seconds([(rep, rep_sel), (None, orig_sel)])
+        shape = tuple(len(a) for a in axes)
+
+        def run_split() -> np.ndarray:
+            a = read(rep.dataset(), rep_sel, dtype)
+            b = read(self.original, orig_sel, dtype)
+            out = np.empty(shape, dtype=a.dtype)
+            index: list[Any] = [slice(None)] * len(shape)
+            index[k] = np.flatnonzero(inside[k])
+            out[tuple(index)] = a
+            index[k] = np.flatnonzero(~inside[k])
+            out[tuple(index)] = b
+            return out.reshape(sel.out_shape)
+
+        return Candidate(name + "+original", rep, secs, run_split, exts)
+
+    def _concat_points(self, rep: Replica, sel: Selection, dtype: Any,
+                       name: str) -> Candidate | None:
+        linear = rep.linear
+        assert linear is not None
+        want = sel.linear_indices()
+        pos = np.searchsorted(linear, want)
+        pos_c = np.minimum(pos, max(len(linear) - 1, 0))
+        held = (linear[pos_c] == want) if len(linear) else np.zeros(len(want), bool)
+        if not held.any():
+            return None
+        rshape = (len(linear),)
+        order = np.argsort(pos[held], kind="stable")
+        rep_sel = Selection.from_points(rshape, pos[held][order][:, None])
+        parts: list[tuple[Replica | None, Selection]] = [(rep, rep_sel)]
+        rest_sel = None
+        if not held.all():
+            assert sel.points is not None
+            rest_sel = Selection.from_points(sel.shape, sel.points[~held])
+            parts.append((None, rest_sel))
+        secs, exts = self._seconds(parts)
+
+        def run_points() -> np.ndarray:
+            a = read_flat(rep.dataset(), rep_sel, dtype)
+            out = np.empty(len(want), dtype=a.dtype)
+            idx = np.flatnonzero(held)[order]
+            out[idx] = a
+            if rest_sel is not None:
+                out[~held] = read_flat(self.original, rest_sel, dtype)
+            return out.reshape(sel.out_shape)
+
+        return Candidate(name if rest_sel is None else name + "+original", rep, secs,
+                         run_points, exts)
+
+    def choose(self, sel: Selection, dtype: Any = None) -> Candidate:
+        """The cheapest eligible candidate (the original on ties)."""
+        cands = self.candidates(sel, dtype)
+        best = min(cands, key=lambda c: (c.seconds, c.replica is not None))
+        best.saved = cands[0].seconds - best.seconds
+        return best

@@ -1,0 +1,121 @@
+"""Where an HDF5 dataset's bytes are: its physical layout for flattening (contiguous at
+an address, or chunks at their addresses), the byte ranges it occupies, and the
+fingerprint of a source file that tells whether a replica built from it is still
+current.
+
+A replica records the source's *generation*: file size, mtime and inode, plus a CRC32
+of the byte ranges the replicated dataset occupies. Size/mtime/inode are checked at
+every open; only when they changed is the checksum recomputed, so touching a file
+without changing the covered bytes keeps its replicas, and any change to them makes
+the replicas stale.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from typing import Any
+
+import h5py
+import numpy as np
+
+from .flatten import Chunked, Contiguous
+
+Layout = Any  # Contiguous | Chunked
+
+
+class UnsupportedLayout(Exception):
+    """A dataset whose bytes cannot be located (compact storage, filtered chunks)."""
+
+
+def physical_layout(dset: h5py.Dataset) -> Layout:
+    """The dataset's layout in its file, with real addresses."""
+    shape = tuple(int(n) for n in dset.shape)
+    itemsize = int(dset.dtype.itemsize)
+    if dset.chunks is None:
+        off = dset.id.get_offset()
+        if off is None:
+            # Not yet allocated (nothing written) or compact storage: no I/O to model.
+            if dset.id.get_storage_size() == 0:
+                return Contiguous(shape, itemsize, 0)
+            raise UnsupportedLayout(f"{dset.name}: compact or external storage")
+        return Contiguous(shape, itemsize, int(off))
+    chunk = tuple(int(c) for c in dset.chunks)
+    grid = tuple(-(-n // c) for n, c in zip(shape, chunk))
+    addresses = np.full(int(np.prod(grid, dtype=np.int64)), -1, dtype=np.int64)
+    if dset.compression is not None or dset.shuffle or dset.fletcher32 or dset.scaleoffset:
+        raise UnsupportedLayout(f"{dset.name}: filtered chunks (compression) are not modelled")
+    n = dset.id.get_num_chunks()
+    if n:
+        offs = np.empty((n, len(shape)), dtype=np.int64)
+        addr = np.empty(n, dtype=np.int64)
+        if hasattr(dset.id, "chunk_iter"):
+            i = 0
+
+            def visit(info: Any) -> None:
+                nonlocal i
+                offs[i] = info.chunk_offset
+                addr[i] = info.byte_offset
+                i += 1
+
+            dset.id.chunk_iter(visit)
+        else:  # pragma: no cover - HDF5 < 1.12.3
+            for i in range(n):
+                info = dset.id.get_chunk_info(i)
+                offs[i] = info.chunk_offset
+                addr[i] = info.byte_offset
+        idx = np.ravel_multi_index(tuple((offs // np.asarray(chunk)).T), grid)
+        addresses[idx] = addr
+    return Chunked(shape, itemsize, chunk, addresses)
+
+
+def storage_ranges(layout: Layout) -> list[tuple[int, int]]:
+    """The (offset, length) byte ranges the dataset occupies in its file, ascending."""
+    if isinstance(layout, Contiguous):
+        n = int(np.prod(layout.shape, dtype=np.int64)) * layout.itemsize
+        return [(layout.base, n)] if n else []
+    chunk_bytes = int(np.prod(layout.chunk, dtype=np.int64)) * layout.itemsize
+    addrs = np.sort(layout.addresses[layout.addresses >= 0])
+    return [(int(a), chunk_bytes) for a in addrs]
+
+
+def checksum(path: str | os.PathLike[str], ranges: list[tuple[int, int]]) -> int:
+    """CRC32 of the file's bytes in ``ranges`` (read in 8 MiB pieces)."""
+    crc = 0
+    with open(path, "rb") as f:
+        for off, length in ranges:
+            f.seek(off)
+            left = length
+            while left > 0:
+                piece = f.read(min(left, 8 << 20))
+                if not piece:
+                    break
+                crc = zlib.crc32(piece, crc)
+                left -= len(piece)
+    return crc
+
+
+def stat_key(path: str | os.PathLike[str]) -> dict[str, int]:
+    st = os.stat(path)
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
+
+
+def fingerprint(path: str | os.PathLike[str], dset: h5py.Dataset) -> dict[str, Any]:
+    """The generation of ``dset`` in the file at ``path``, recorded with a replica."""
+    layout = physical_layout(dset)
+    ranges = storage_ranges(layout)
+    return {**stat_key(path), "crc": checksum(path, ranges), "ranges": len(ranges)}
+
+
+def is_current(path: str | os.PathLike[str], dset: h5py.Dataset, recorded: dict[str, Any]
+               ) -> tuple[bool, dict[str, Any] | None]:
+    """Whether a replica built at generation ``recorded`` is still current. Returns
+    ``(current, refreshed)``: ``refreshed`` is a new generation to record when only the
+    file's stat changed and the covered bytes did not."""
+    now = stat_key(path)
+    if all(now[k] == recorded.get(k) for k in now):
+        return True, None
+    fresh = fingerprint(path, dset)
+    if fresh["crc"] == recorded.get("crc") and fresh["ranges"] == recorded.get("ranges"):
+        return True, fresh
+    return False, None
