@@ -10,6 +10,7 @@
 //! | [`markov`] | the Markov baseline (Oly & Reed), trainable and saved |
 //! | [`cache`] | prefetched ranges under one global byte budget; LRU; waste accounting |
 //! | [`backend`] | the slow store: `latency + bytes/bandwidth`, bounded concurrency, jitter, `O_DIRECT` |
+//! | [`striped`] | the striped storage model: targets, stripes, RPCs, seek classes; simulator; eq 3.1/4.1 counts |
 //! | [`engine`] | worker threads, per-stream readers, adaptive depth, counters |
 //! | [`replay`] | trace-driven replay with compute gaps |
 //! | [`workloads`] | synthetic read workloads of `patio bench prefetch` |
@@ -25,6 +26,7 @@ pub mod markov;
 pub mod policy;
 pub mod replay;
 pub mod rng;
+pub mod striped;
 pub mod workloads;
 
 pub use backend::{DataFile, IoMode, SlowStore, StoreConfig};
@@ -32,3 +34,6 @@ pub use engine::{Engine, EngineConfig, FileHandle, Stats, StreamReader};
 pub use markov::Markov;
 pub use policy::{Hint, Policy, PolicyKind};
 pub use replay::{replay, Compute, ReplayConfig, Report, Request};
+pub use striped::{
+    JumpCounts, PageCounts, Piece, SeekClass, SeekCounts, SimReport, Striping, StripingError,
+};
