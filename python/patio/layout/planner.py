@@ -1,0 +1,286 @@
+"""Which replicas to build and which to evict: candidate layouts for the recorded hot
+patterns, their modelled benefit, and admission within the storage budget.
+
+Candidates per dataset: a ``concat`` replica of each hot pattern (a family of boxes
+becomes one product replica), a ``transposed`` copy whose innermost axis is the one the
+selections span most, and ``chunked``/``zorder``/``hilbert`` copies with a chunk shape
+derived from the selections (about one stripe). Each is priced by eq 3.1 on the
+pattern's flattened extents *before* anything is built (model layouts at address 0).
+
+Score (REORGANIZATION.md §A.5 [P], made explicit): a replica's score is
+``decayed_reads * saved_seconds_per_read / (bytes + meta_bytes)``, reads decaying with
+a half-life of 7 days since the pattern was last seen (for a built replica: its uses
+since it was last used). Planning is greedy: the candidate with the highest score is
+admitted when it fits the free budget; when it does not, the lowest-scoring replicas
+are evicted for it only if their combined benefit is smaller than its own. After each
+admission the patterns it serves are priced at the new best, so two replicas are never
+built for the same reads.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import h5py
+import numpy as np
+
+from . import cost as costmodel
+from .decide import Decider
+from .flatten import Chunked, Contiguous, flatten, merge_sorted
+from .h5sel import product_axes
+from .kb import KnowledgeBase, Pattern
+from .replicas import Replica, derive_chunk, transpose_axes
+from .selection import Selection, product
+from .storage import Layout, physical_layout
+
+HALF_LIFE = 7 * 86400.0
+#: Hot patterns considered per dataset.
+TOP_PATTERNS = 16
+
+
+@dataclass
+class Proposal:
+    """A replica that could be built."""
+
+    dset: str
+    kind: str
+    params: dict[str, Any]
+    bytes: int
+    meta_bytes: int = 0
+    axes_sets: list[np.ndarray] | None = None
+    sel: Selection | None = None
+    pattern: int | None = None
+    benefit: float = 0.0  # decayed reads x seconds saved
+    serves: list[int] = field(default_factory=list)
+
+    def label(self) -> str:
+        if self.kind == "transposed":
+            return f"transposed{tuple(self.params['axes'])}"
+        if self.kind == "concat":
+            return f"concat(pattern {self.pattern})"
+        return f"{self.kind}{tuple(self.params['chunk'])}"
+
+    def score(self) -> float:
+        return self.benefit / max(1, self.bytes + self.meta_bytes)
+
+
+def decay(last_seen: float, now: float) -> float:
+    return math.pow(0.5, max(0.0, now - last_seen) / HALF_LIFE)
+
+
+def hot_patterns(kb: KnowledgeBase, dset: str) -> list[Pattern]:
+    pats = kb.patterns(dset)
+    pats.sort(key=lambda p: p.reads * max(1, p.bytes // max(1, p.reads)), reverse=True)
+    return pats[:TOP_PATTERNS]
+
+
+def representative(p: Pattern) -> Selection:
+    return next(iter(p.members()))
+
+
+def _concat_layout_and_selection(p_union: Selection, axes_sets: list[np.ndarray] | None,
+                                 sel: Selection, itemsize: int
+                                 ) -> tuple[Layout, Selection] | None:
+    """A concat replica's model layout and the part of it ``sel`` reads, or None."""
+    if axes_sets is not None:
+        axes = product_axes(sel)
+        if axes is None:
+            return None
+        if not all(np.isin(a, s).all() for a, s in zip(axes, axes_sets)):
+            return None
+        shape = tuple(len(s) for s in axes_sets)
+        pos = [np.searchsorted(s, a) for s, a in zip(axes_sets, axes)]
+        return Contiguous(shape, itemsize, 0), product(shape, pos)
+    if sel.kind != "points" or p_union.kind != "points":
+        return None
+    lin = np.sort(p_union.linear_indices())
+    want = sel.linear_indices()
+    pos = np.searchsorted(lin, want)
+    if len(lin) == 0 or (np.minimum(pos, len(lin) - 1) != pos).any() or \
+            (lin[np.minimum(pos, len(lin) - 1)] != want).any():
+        return None
+    return Contiguous((len(lin),), itemsize, 0), Selection.from_points((len(lin),),
+                                                                       np.sort(pos)[:, None])
+
+
+def model_cost(model: Any, consts: costmodel.Constants, layout: Layout, sel: Selection) -> float:
+    return costmodel.predict(model, consts, [merge_sorted(flatten(layout, sel))])
+
+
+def proposals(dset: h5py.Dataset, pats: list[Pattern]) -> list[Proposal]:
+    """Candidate replicas for the hot patterns of ``dset``."""
+    shape = tuple(int(n) for n in dset.shape)
+    itemsize = dset.dtype.itemsize
+    full = int(np.prod(shape, dtype=np.int64)) * itemsize
+    out: list[Proposal] = []
+    extents, weights = [], []
+    for p in pats:
+        lo, hi = representative(p).bounds()
+        extents.append([max(1, h - lo_) for lo_, h in zip(lo, hi)])
+        weights.append(float(p.reads))
+        u = p.union()
+        axes_sets = product_axes(u)
+        nbytes = u.nelements() * itemsize
+        if axes_sets is not None:
+            out.append(Proposal(dset.name, "concat", {}, nbytes, 0, axes_sets=axes_sets,
+                                pattern=p.id))
+        elif u.kind == "points":
+            out.append(Proposal(dset.name, "concat", {}, nbytes, 0, sel=u, pattern=p.id))
+    if len(shape) >= 2:
+        axes = transpose_axes(shape, extents)
+        if axes != tuple(range(len(shape))):
+            out.append(Proposal(dset.name, "transposed", {"axes": list(axes)}, full))
+    chunk = derive_chunk(shape, itemsize, extents, weights)
+    for kind in ("chunked", "zorder", "hilbert"):
+        if kind != "chunked" and len(shape) < 2:
+            continue
+        out.append(Proposal(dset.name, kind, {"chunk": list(chunk)}, full))
+    return out
+
+
+def proposal_cost(model: Any, consts: costmodel.Constants, prop: Proposal, dset: h5py.Dataset,
+                  sel: Selection, union: Selection | None) -> float | None:
+    """Modelled seconds of ``sel`` served by the proposed replica (None: not eligible)."""
+    shape = tuple(int(n) for n in dset.shape)
+    itemsize = dset.dtype.itemsize
+    if prop.kind == "transposed":
+        if product_axes(sel) is None and sel.kind != "points":
+            return None
+        axes = tuple(prop.params["axes"])
+        lay = Contiguous(tuple(shape[a] for a in axes), itemsize, 0)
+        return model_cost(model, consts, lay, sel.permuted(axes))
+    if prop.kind in ("chunked", "zorder", "hilbert"):
+        order = {"chunked": "row", "zorder": "morton", "hilbert": "hilbert"}[prop.kind]
+        lay = Chunked.in_order(shape, itemsize, tuple(prop.params["chunk"]), order, 0)
+        return model_cost(model, consts, lay, sel)
+    base = union if union is not None else sel
+    got = _concat_layout_and_selection(base, prop.axes_sets, sel, itemsize)
+    if got is None:
+        return None
+    return model_cost(model, consts, got[0], got[1])
+
+
+@dataclass
+class DatasetPlan:
+    dset: str
+    rows: list[dict[str, Any]]  # per pattern: costs per layout
+    proposals: list[Proposal]
+
+
+def evaluate(kb: KnowledgeBase, f: h5py.File, dset_name: str, model: Any,
+             consts: costmodel.Constants, existing: list[Replica]) -> DatasetPlan:
+    """Prices every hot pattern of a dataset under the original, the existing replicas
+    and every proposal."""
+    dset = f[dset_name]
+    pats = hot_patterns(kb, dset_name)
+    props = proposals(dset, pats)
+    decider = Decider(dset, existing, model, consts)
+    orig_layout = physical_layout(dset)
+    now = time.time()
+    rows = []
+    unions = {p.id: p.union() for p in pats}
+    for p in pats:
+        sel = representative(p)
+        current = {c.name: c.seconds for c in decider.candidates(sel)}
+        costs: dict[str, float | None] = {"original": model_cost(model, consts, orig_layout, sel)}
+        costs.update({k: v for k, v in current.items() if k != "original"})
+        for prop in props:
+            union = unions.get(prop.pattern) if prop.pattern is not None else None
+            costs[prop.label()] = proposal_cost(model, consts, prop, dset, sel, union)
+        lo, hi = sel.bounds()
+        rows.append({"pattern": p.id, "reads": p.reads, "members": max(1, len(p.starts)),
+                     "kind": p.sel.kind, "elements": sel.nelements(), "lo": list(lo),
+                     "hi": list(hi), "weight": p.reads * decay(p.last_seen, now),
+                     "best_now": min(current.values()), "costs": costs})
+    return DatasetPlan(dset_name, rows, props)
+
+
+def plan(plans: list[DatasetPlan], existing: list[Any], budget: int
+         ) -> tuple[list[Proposal], list[int], list[Proposal]]:
+    """Greedy admission (see the module docstring). Returns ``(build, evict, rejected)``;
+    ``existing`` are knowledge-base replica rows."""
+    now = time.time()
+    kept = {r.id: r for r in existing if r.state == "ready"}
+    used = sum(r.bytes + r.meta_bytes for r in kept.values())
+
+    def row_value(r: Any) -> float:  # total benefit of a built replica
+        per_use = r.benefit / r.uses if r.uses else 0.0
+        return r.uses * per_use * decay(r.last_used or r.created, now)
+
+    best_now = {(dp.dset, row["pattern"]): row["best_now"] for dp in plans for row in dp.rows}
+    build: list[Proposal] = []
+    evict: list[int] = []
+    rejected: list[Proposal] = []
+    pending = [(dp, prop) for dp in plans for prop in dp.proposals]
+    while pending:
+        for dp, prop in pending:
+            prop.benefit, prop.serves = 0.0, []
+            for row in dp.rows:
+                c = row["costs"].get(prop.label())
+                cur = best_now[(dp.dset, row["pattern"])]
+                if c is not None and c < cur:
+                    prop.benefit += row["weight"] * (cur - c)
+                    prop.serves.append(row["pattern"])
+        pending = [(dp, p) for dp, p in pending if p.benefit > 0]
+        if not pending:
+            break
+        pending.sort(key=lambda t: t[1].score(), reverse=True)
+        dp, prop = pending.pop(0)
+        need = prop.bytes + prop.meta_bytes
+        victims: list[int] = []
+        free = budget - used
+        if need > free:
+            for r in sorted(kept.values(), key=lambda r: row_value(r) / max(1, r.bytes)):
+                if free >= need:
+                    break
+                victims.append(r.id)
+                free += r.bytes + r.meta_bytes
+            if free < need or sum(row_value(kept[v]) for v in victims) >= prop.benefit:
+                rejected.append(prop)
+                continue
+        for v in victims:
+            used -= kept[v].bytes + kept[v].meta_bytes
+            del kept[v]
+            evict.append(v)
+        used += need
+        build.append(prop)
+        for row in dp.rows:
+            c = row["costs"].get(prop.label())
+            if c is not None:
+                key = (dp.dset, row["pattern"])
+                best_now[key] = min(best_now[key], c)
+    return build, evict, rejected
+
+
+def budget_bytes(kb: KnowledgeBase, source_size: int) -> int:
+    b = kb.setting("budget")
+    if not b:
+        return 0
+    if "percent" in b:
+        return int(source_size * float(b["percent"]) / 100.0)
+    return int(b["bytes"])
+
+
+def parse_budget(text: str) -> dict[str, float]:
+    """``20%``, ``500M``, ``2GiB``, ``1048576`` -> a budget setting."""
+    t = text.strip()
+    if t.endswith("%"):
+        v = float(t[:-1])
+        if not 0 <= v <= 1000:
+            raise ValueError(f"budget {text!r}: percentage out of range")
+        return {"percent": v}
+    units = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "kib": 1024.0, "mib": 1024.0**2,
+             "gib": 1024.0**3, "tib": 1024.0**4, "b": 1}
+    num = t.rstrip("KMGTBikmgtb")
+    unit = t[len(num):].lower()
+    if unit in ("ki", "mi", "gi", "ti"):
+        unit += "b"
+    if unit not in units or not num:
+        raise ValueError(f"budget {text!r}: expected bytes (e.g. 500M, 2GiB) or a percentage")
+    v = float(num) * units[unit]
+    if v < 0:
+        raise ValueError(f"budget {text!r} is negative")
+    return {"bytes": float(int(v))}
