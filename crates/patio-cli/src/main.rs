@@ -41,10 +41,20 @@ enum Command {
     /// FUSE mounts: `mount trace` records every request made through a passthrough mount; `mount prefetch` serves its reads through the prefetch engine; `mount container` stores files as pattern-indexed containers.
     #[command(subcommand)]
     Mount(mount::MountCommand),
+    /// HDF5 layout optimization: `layout status|advise|build|learn|evict|probe` (see `patio layout --help`).
+    Layout(python::Passthrough),
     /// Replay a trace's reads against a data file through the prefetch engine (none, readahead, stride, markov, pattern, oracle).
     Replay(replay::Args),
     /// Trace a command's file I/O (LD_PRELOAD): `trace -- CMD`, `trace merge DIR -o T`, `trace convert`.
     Trace(trace_cmd::Args),
+}
+
+/// The exit code of a command that reports its own errors, or this command's error.
+fn exit_code(result: anyhow::Result<u8>) -> ExitCode {
+    result.map(ExitCode::from).unwrap_or_else(|e| {
+        eprintln!("patio: error: {e:#}");
+        ExitCode::from(2)
+    })
 }
 
 fn main() -> ExitCode {
@@ -55,6 +65,7 @@ fn main() -> ExitCode {
         Command::Container(cmd) => container::run(cmd),
         Command::Convert(args) => load::convert(args),
         Command::Mount(cmd) => mount::run(cmd),
+        Command::Layout(args) => return exit_code(python::exec_helper("layout", &args)),
         Command::Replay(args) => replay::run(args),
         Command::Trace(args) => trace_cmd::run(args),
     };

@@ -48,9 +48,20 @@ fn which_dir(name: &Path) -> Option<PathBuf> {
 /// Runs helper `name` (`dxt` or `plot`) as `python -m patio._run NAME ARGS…`; the
 /// helper prints its own one-line errors to stderr, which are passed through.
 pub fn run_helper(name: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
+    let status = helper_command(name)
+        .args(args)
+        .status()
+        .with_context(|| could_not_run(&interpreter()))?;
+    if !status.success() {
+        bail!("the {name} helper failed (see the message above)");
+    }
+    Ok(())
+}
+
+/// `python -m patio._run NAME` with this checkout's package source on PYTHONPATH (used
+/// when patio is not installed in the interpreter, e.g. a plain `cargo run`).
+fn helper_command(name: &str) -> Command {
     let python = interpreter();
-    // The package source of this checkout, used when patio is not installed in the
-    // interpreter (e.g. a plain `cargo run`).
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python");
     let mut pythonpath = std::env::var_os("PYTHONPATH").unwrap_or_default();
     if source.is_dir() {
@@ -58,19 +69,35 @@ pub fn run_helper(name: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
         paths.push(source);
         pythonpath = std::env::join_paths(paths).unwrap_or_default();
     }
-    let status = Command::new(&python)
-        .args(["-m", "patio._run", name])
-        .args(args)
-        .env("PYTHONPATH", pythonpath)
+    let mut cmd = Command::new(&python);
+    cmd.args(["-m", "patio._run", name])
+        .env("PYTHONPATH", pythonpath);
+    cmd
+}
+
+fn could_not_run(python: &Path) -> String {
+    format!(
+        "could not run {} (set PATIO_PYTHON to the project's venv python)",
+        python.display()
+    )
+}
+
+/// Arguments handed unparsed to a Python front end (`patio layout …`, `patio bench
+/// layout …`), which has its own `--help`.
+#[derive(clap::Args)]
+#[command(disable_help_flag = true)]
+pub struct Passthrough {
+    /// Arguments of the Python command (see its `--help`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<std::ffi::OsString>,
+}
+
+/// Runs helper `name` with `args` and exits as it exits: the helper prints its own
+/// output and one-line errors, so nothing is added here.
+pub fn exec_helper(name: &str, args: &Passthrough) -> Result<u8> {
+    let status = helper_command(name)
+        .args(&args.args)
         .status()
-        .with_context(|| {
-            format!(
-                "could not run {} (set PATIO_PYTHON to the project's venv python)",
-                python.display()
-            )
-        })?;
-    if !status.success() {
-        bail!("the {name} helper failed (see the message above)");
-    }
-    Ok(())
+        .with_context(|| could_not_run(&interpreter()))?;
+    Ok(status.code().unwrap_or(2).clamp(0, 255) as u8)
 }

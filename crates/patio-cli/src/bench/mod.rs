@@ -64,6 +64,9 @@ pub enum BenchCommand {
     /// Container index at scale: W writers × N strided 4 KiB writes, pattern vs raw
     /// index (bytes on disk, map bytes in memory, read-open time).
     Container(container::Args),
+    /// HDF5 layout replicas vs the original read the best way h5py allows, under the
+    /// striped storage model (see `patio bench layout --help`).
+    Layout(crate::python::Passthrough),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -82,6 +85,10 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Compress { json } => compress::run(json),
         BenchCommand::Prefetch(args) => prefetch::run(args),
         BenchCommand::Container(args) => container::run(args),
+        BenchCommand::Layout(args) => match crate::python::exec_helper("bench-layout", &args)? {
+            0 => Ok(()),
+            code => std::process::exit(code.into()),
+        },
     }
 }
 
