@@ -57,6 +57,10 @@ pub const PRESETS: [&str; 3] = ["hdd", "ssd", "lustre"];
 /// Seed of the presets' (and the default's) jitter.
 pub const DEFAULT_SEED: u64 = 0x5107_5702_e000_0002;
 
+/// The most targets a striping may have (the simulator and the store keep state per
+/// target).
+pub const MAX_TARGETS: usize = 1 << 16;
+
 /// Simulations and counts refuse inputs that would cut into more pieces than this
 /// (estimated from the extents' lengths): 2^26 RPCs of 1 MiB are 64 TiB.
 pub const MAX_PIECES: u64 = 1 << 26;
@@ -221,12 +225,16 @@ impl Striping {
         }
     }
 
-    /// Checks every parameter: counts and sizes at least 1, times finite and not
-    /// negative, bandwidth positive (infinite allowed), jitter in `[0, 1]`.
+    /// Checks every parameter: targets in `1..=MAX_TARGETS`, sizes at least 1, times
+    /// finite and not negative, bandwidth positive (infinite allowed), jitter in
+    /// `[0, 1]`.
     pub fn validate(&self) -> Result<(), StripingError> {
         let bad = |msg: String| Err(StripingError::Invalid(msg));
-        if self.targets == 0 {
-            return bad("targets must be at least 1".into());
+        if self.targets == 0 || self.targets > MAX_TARGETS {
+            return bad(format!(
+                "targets must be between 1 and {MAX_TARGETS}, got {}",
+                self.targets
+            ));
         }
         for (name, v) in [
             ("stripe_size", self.stripe_size),

@@ -8,6 +8,8 @@
 //!   `patio.open` (reads through the patio-prefetch engine);
 //! * [`container`] — `ContainerWriter`, `ContainerReader`, the split index load and
 //!   the container tools, the native half of `patio.Container` and `patio.mpi`;
+//! * [`store`] — `StorageModel`, the striped storage model (presets, parameters, the
+//!   many-client simulator and the eq 3.1 / eq 4.1 count inputs);
 //! * [`convert`] — NumPy/sequence conversions, error mapping and allocation guards.
 //!
 //! Errors from patio-core surface as `ValueError` (or `OSError` for file access) with
@@ -21,6 +23,7 @@ mod convert;
 mod maps;
 mod prefetch;
 mod seq;
+mod store;
 mod trace;
 
 use pyo3::prelude::*;
@@ -44,6 +47,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LOOKUP_HOLE", maps::LOOKUP_HOLE)?;
     m.add("LOOKUP_UNMAPPED", maps::LOOKUP_UNMAPPED)?;
     container::register(m)?;
+    store::register(m)?;
     m.add("DEFAULT_WINDOW", patio_core::detect::DEFAULT_WINDOW as u64)?;
     Ok(())
 }
