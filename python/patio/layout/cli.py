@@ -211,10 +211,6 @@ def cmd_build(a: argparse.Namespace) -> int:
         for r in stale:
             replicas.evict(kb, r.id)
         build, evict, rejected = planner.plan(plans, kb.replicas(), budget)
-        if not build and rejected and not a.dry_run:
-            smallest = min(p.bytes + p.meta_bytes for p in rejected)
-            raise CliError(f"{a.file}: budget {budget:,} bytes is too small for any useful "
-                           f"replica (the smallest needs {smallest:,} bytes)")
         done = []
         if not a.dry_run:
             for rid in evict:
@@ -225,6 +221,11 @@ def cmd_build(a: argparse.Namespace) -> int:
                 rid = replicas.build(kb, a.file, p.dset, p.kind, p.params, sel=p.sel,
                                      axes_sets=p.axes_sets)
                 done.append(rid)
+        if not build and rejected and not a.dry_run:
+            smallest = min(p.bytes + p.meta_bytes for p in rejected)
+            gone = f" ({len(evict)} replicas evicted to fit it)" if evict else ""
+            raise CliError(f"{a.file}: budget {budget:,} bytes is too small for any useful "
+                           f"replica (the smallest needs {smallest:,} bytes){gone}")
         out = {"file": os.path.abspath(a.file), "budget_bytes": budget, "dry_run": a.dry_run,
                "built": [{"id": rid, "dataset": p.dset, "kind": p.kind, "layout": p.label(),
                           "bytes": p.bytes, "benefit_s": p.benefit, "serves": p.serves}

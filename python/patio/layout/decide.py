@@ -127,12 +127,18 @@ class Decider:
         inside = [np.isin(a, s, assume_unique=True) for a, s in zip(axes, sets)]
         outside = [k for k, m in enumerate(inside) if not m.all()]
         rshape = tuple(len(s) for s in sets)
+        perm = rep.perm or tuple(range(len(sets)))
         if not outside:
             pos = [np.searchsorted(s, a) for s, a in zip(sets, axes)]
             sub = product(rshape, pos)
-            secs, exts = self._seconds([(rep, sub)])
-            return Candidate(name, rep, secs,
-                             lambda: read(rep.dataset(), sub, dtype).reshape(sel.out_shape), exts)
+            secs, exts = self._seconds([(rep, sub.permuted(perm))])
+
+            def run_sub() -> np.ndarray:
+                got = read_permuted(rep.dataset(), sub, perm, dtype)
+                assert got is not None
+                return got.reshape(sel.out_shape)
+
+            return Candidate(name, rep, secs, run_sub, exts)
         if len(outside) > 1:
             return None
         k = outside[0]
@@ -146,11 +152,12 @@ class Decider:
         rest_axes = list(axes)
         rest_axes[k] = rest
         orig_sel = product(tuple(self.original.shape), rest_axes)
-        secs, exts = self._seconds([(rep, rep_sel), (None, orig_sel)])
+        secs, exts = self._seconds([(rep, rep_sel.permuted(perm)), (None, orig_sel)])
         shape = tuple(len(a) for a in axes)
 
         def run_split() -> np.ndarray:
-            a = read(rep.dataset(), rep_sel, dtype)
+            a = read_permuted(rep.dataset(), rep_sel, perm, dtype)
+            assert a is not None
             b = read(self.original, orig_sel, dtype)
             out = np.empty(shape, dtype=a.dtype)
             index: list[Any] = [slice(None)] * len(shape)

@@ -82,7 +82,7 @@ def representative(p: Pattern) -> Selection:
 
 
 def _concat_layout_and_selection(p_union: Selection, axes_sets: list[np.ndarray] | None,
-                                 sel: Selection, itemsize: int
+                                 sel: Selection, itemsize: int, perm: Any = None
                                  ) -> tuple[Layout, Selection] | None:
     """A concat replica's model layout and the part of it ``sel`` reads, or None."""
     if axes_sets is not None:
@@ -93,7 +93,9 @@ def _concat_layout_and_selection(p_union: Selection, axes_sets: list[np.ndarray]
             return None
         shape = tuple(len(s) for s in axes_sets)
         pos = [np.searchsorted(s, a) for s, a in zip(axes_sets, axes)]
-        return Contiguous(shape, itemsize, 0), product(shape, pos)
+        perm = tuple(perm) if perm is not None else tuple(range(len(shape)))
+        sub = product(shape, pos).permuted(perm)
+        return Contiguous(sub.shape, itemsize, 0), sub
     if sel.kind != "points" or p_union.kind != "points":
         return None
     lin = np.sort(p_union.linear_indices())
@@ -125,7 +127,11 @@ def proposals(dset: h5py.Dataset, pats: list[Pattern]) -> list[Proposal]:
         axes_sets = product_axes(u)
         nbytes = u.nelements() * itemsize
         if axes_sets is not None:
-            out.append(Proposal(dset.name, "concat", {}, nbytes, 0, axes_sets=axes_sets,
+            params = {}
+            if p.axis is not None and len(p.starts) > 1:
+                # Members of a family become contiguous pieces, in reading order.
+                params["axes"] = [p.axis] + [a for a in range(len(shape)) if a != p.axis]
+            out.append(Proposal(dset.name, "concat", params, nbytes, 0, axes_sets=axes_sets,
                                 pattern=p.id))
         elif u.kind == "points":
             out.append(Proposal(dset.name, "concat", {}, nbytes, 0, sel=u, pattern=p.id))
@@ -157,7 +163,8 @@ def proposal_cost(model: Any, consts: costmodel.Constants, prop: Proposal, dset:
         lay = Chunked.in_order(shape, itemsize, tuple(prop.params["chunk"]), order, 0)
         return model_cost(model, consts, lay, sel)
     base = union if union is not None else sel
-    got = _concat_layout_and_selection(base, prop.axes_sets, sel, itemsize)
+    got = _concat_layout_and_selection(base, prop.axes_sets, sel, itemsize,
+                                       prop.params.get("axes"))
     if got is None:
         return None
     return model_cost(model, consts, got[0], got[1])
@@ -210,9 +217,16 @@ def plan(plans: list[DatasetPlan], existing: list[Any], budget: int
         per_use = r.benefit / r.uses if r.uses else 0.0
         return r.uses * per_use * decay(r.last_used or r.created, now)
 
-    best_now = {(dp.dset, row["pattern"]): row["best_now"] for dp in plans for row in dp.rows}
     build: list[Proposal] = []
     evict: list[int] = []
+    # A budget lowered below what is built: the lowest scores go first.
+    for r in sorted(kept.values(), key=lambda r: row_value(r) / max(1, r.bytes)):
+        if used <= budget:
+            break
+        used -= r.bytes + r.meta_bytes
+        del kept[r.id]
+        evict.append(r.id)
+    best_now = {(dp.dset, row["pattern"]): row["best_now"] for dp in plans for row in dp.rows}
     rejected: list[Proposal] = []
     pending = [(dp, prop) for dp in plans for prop in dp.proposals]
     while pending:

@@ -11,7 +11,9 @@ that h5py reads without patio:
 * ``concat`` - a partial replica: only the elements of one hot selection, stored
   contiguously in access order. A product selection (a box, a strided hyperslab, fancy
   indices, a family of boxes over time steps) is stored as the dense array of its
-  per-axis index sets, which are kept as pattern-engine encodings; a point selection as
+  per-axis index sets, which are kept as pattern-engine encodings (a family of boxes is
+  stored with its varying axis outermost, so each member is one contiguous piece, in
+  the order the members are read); a point selection as
   a 1-D array in row-major order, its linear indices pattern-encoded.
 
 Builds run off the read path (``patio layout build``): the data goes to a temporary
@@ -58,7 +60,9 @@ class Replica:
 
     @property
     def perm(self) -> tuple[int, ...] | None:
-        return tuple(self.row.params["axes"]) if self.kind == "transposed" else None
+        """The stored axis order (transposed replicas; concat replicas of a family)."""
+        axes = self.row.params.get("axes")
+        return tuple(axes) if axes is not None else None
 
     def dataset(self) -> h5py.Dataset:
         if self._file is None:
@@ -189,14 +193,18 @@ def _write_full(src: h5py.Dataset, out: h5py.File, kind: str, params: dict[str, 
 
 
 def _write_concat(src: h5py.Dataset, out: h5py.File, sel: Selection,
-                  axes_sets: list[np.ndarray] | None) -> int:
+                  axes_sets: list[np.ndarray] | None, axes: Sequence[int] | None) -> int:
     if axes_sets is not None:
-        shape = tuple(len(a) for a in axes_sets)
+        perm = list(axes) if axes is not None else list(range(len(axes_sets)))
+        shape = tuple(len(axes_sets[a]) for a in perm)
         dst = out.create_dataset("data", shape=shape, dtype=src.dtype)
-        # Copy along axis 0 in pieces: each piece is one fancy read of the original.
+        # Copy along the outermost stored axis in pieces, each one fancy read.
         row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * src.dtype.itemsize
+        outer = perm[0]
         for lo, hi in _slabs(shape[0], row_bytes):
-            dst[lo:hi] = _read_product(src, [axes_sets[0][lo:hi]] + axes_sets[1:])
+            sets = list(axes_sets)
+            sets[outer] = axes_sets[outer][lo:hi]
+            dst[lo:hi] = np.transpose(_read_product(src, sets), perm)
         return int(dst.id.get_storage_size())
     from .h5sel import read_flat
 
@@ -245,7 +253,8 @@ def build(kb: KnowledgeBase, source: str | os.PathLike[str], dset_name: str, kin
                 out.attrs["patio_dataset"] = dset_name
                 out.attrs["patio_kind"] = kind
                 if kind == "concat":
-                    nbytes = _write_concat(src, out, sel, axes_sets)  # type: ignore[arg-type]
+                    nbytes = _write_concat(src, out, sel, axes_sets,  # type: ignore[arg-type]
+                                           params.get("axes"))
                 else:
                     nbytes = _write_full(src, out, kind, params)
             _commit_file(tmp, final)
