@@ -373,7 +373,7 @@ def test_build_plans_within_the_budget_and_serves_from_replicas(tmp_path: Path) 
     kb.set_setting("budget", planner.parse_budget("150%"))
     kb.close()
     rc = subprocess.run([sys.executable, "-m", "patio._run", "layout", "build", str(p),
-                         "--json"], capture_output=True, text=True, env=os.environ.copy())
+                         "--json"], capture_output=True, text=True, env=os.environ.copy(), check=False)
     assert rc.returncode == 0, rc.stderr
     import json
 
@@ -390,7 +390,7 @@ def test_build_plans_within_the_budget_and_serves_from_replicas(tmp_path: Path) 
     # A tighter budget evicts rather than exceeding it.
     rc = subprocess.run([sys.executable, "-m", "patio._run", "layout", "build", str(p),
                          "--budget", "1%", "--json"], capture_output=True, text=True,
-                        env=os.environ.copy())
+                        env=os.environ.copy(), check=False)
     kb = KnowledgeBase(p)
     used = sum(r.bytes + r.meta_bytes for r in kb.replicas(state="ready"))
     assert used <= planner.budget_bytes(kb, p.stat().st_size)
