@@ -8,6 +8,14 @@
 //! part of that cost the real read did not take: nothing spins, so the two cores stay
 //! free for the application and the prefetch workers.
 //!
+//! Given a [`Striping`] ([`StoreConfig::striping`]), the store is the striped device
+//! model of [`crate::striped`] instead: a read is split into that model's RPCs, each
+//! target is a FIFO server with a "busy until" clock and a head position, every RPC
+//! costs [`Striping::rpc_cost`] (the simulator's one cost definition) from the moment
+//! its target is free, and the read sleeps until its last RPC completes plus the
+//! request latency. The permits and the flat latency are not used then; the targets
+//! are the servers.
+//!
 //! The file is opened with `O_DIRECT` (reads through an aligned bounce buffer) so the
 //! backing file system adds no readahead or caching of its own. Where the file system
 //! refuses `O_DIRECT`, reads are buffered with `POSIX_FADV_RANDOM` (no kernel
@@ -15,6 +23,7 @@
 //! [`DataFile::io_mode`] says which one is in use.
 
 use crate::rng::Rng;
+use crate::striped::{Striping, StripingError};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -42,6 +51,10 @@ pub struct StoreConfig {
     pub jitter: f64,
     /// Seed of the jitter.
     pub seed: u64,
+    /// Serve reads as the striped device model instead (its own latencies, bandwidth,
+    /// jitter and seed; `latency`, `bandwidth`, `concurrency`, `jitter` and `seed`
+    /// above are then unused).
+    pub striping: Option<Striping>,
 }
 
 impl Default for StoreConfig {
@@ -53,6 +66,7 @@ impl Default for StoreConfig {
             concurrency: 4,
             jitter: 0.1,
             seed: 0x5107_5702_e000_0001,
+            striping: None,
         }
     }
 }
@@ -81,7 +95,16 @@ impl StoreConfig {
         }
     }
 
-    /// The modelled cost of one request of `bytes` bytes, without jitter.
+    /// A store served by the striped device model `striping`.
+    pub fn striped(striping: Striping) -> Self {
+        StoreConfig {
+            striping: Some(striping),
+            ..StoreConfig::default()
+        }
+    }
+
+    /// The modelled cost of one request of `bytes` bytes, without jitter (of the flat
+    /// model: a striped store's cost depends on what was read before).
     pub fn cost(&self, bytes: u64) -> Duration {
         let transfer = if self.bandwidth.is_finite() && self.bandwidth > 0.0 {
             bytes as f64 / self.bandwidth
@@ -125,25 +148,59 @@ impl Drop for Permit<'_> {
     }
 }
 
-/// The store model shared by every file read through it: permits, jitter and
-/// counters.
+/// One target of a striped store: when it is free again and where its head is.
+struct TargetClock {
+    free_at: Instant,
+    head: u64,
+}
+
+/// The store model shared by every file read through it: permits (or the targets of
+/// a striping), jitter and counters.
 pub struct SlowStore {
     config: StoreConfig,
     permits: Semaphore,
     jitter: Mutex<Rng>,
+    targets: Vec<Mutex<TargetClock>>,
     requests: AtomicU64,
     bytes: AtomicU64,
+    rpcs: AtomicU64,
+    rpc_bytes: AtomicU64,
 }
 
 impl SlowStore {
+    /// A store of `config`. Panics if its striping is invalid
+    /// ([`SlowStore::try_new`] returns the error instead).
     pub fn new(config: StoreConfig) -> Arc<Self> {
-        Arc::new(SlowStore {
+        Self::try_new(config).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A store of `config`, or why its striping is invalid.
+    pub fn try_new(config: StoreConfig) -> Result<Arc<Self>, StripingError> {
+        let (seed, targets) = match &config.striping {
+            Some(s) => {
+                s.validate()?;
+                (s.seed, s.targets)
+            }
+            None => (config.seed, 0),
+        };
+        let now = Instant::now();
+        Ok(Arc::new(SlowStore {
             permits: Semaphore::new(config.concurrency),
-            jitter: Mutex::new(Rng::new(config.seed)),
+            jitter: Mutex::new(Rng::new(seed)),
+            targets: (0..targets)
+                .map(|_| {
+                    Mutex::new(TargetClock {
+                        free_at: now,
+                        head: 0,
+                    })
+                })
+                .collect(),
             config,
             requests: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
-        })
+            rpcs: AtomicU64::new(0),
+            rpc_bytes: AtomicU64::new(0),
+        }))
     }
 
     pub fn config(&self) -> &StoreConfig {
@@ -160,6 +217,16 @@ impl SlowStore {
         self.bytes.load(Ordering::Relaxed)
     }
 
+    /// RPCs served by the targets of a striped store so far (0 without a striping).
+    pub fn rpcs(&self) -> u64 {
+        self.rpcs.load(Ordering::Relaxed)
+    }
+
+    /// Bytes those RPCs transferred, after page or whole-RPC rounding.
+    pub fn rpc_bytes(&self) -> u64 {
+        self.rpc_bytes.load(Ordering::Relaxed)
+    }
+
     /// The cost of the next request of `bytes` bytes, jitter drawn.
     fn draw_cost(&self, bytes: u64) -> Duration {
         let base = self.config.cost(bytes);
@@ -168,6 +235,63 @@ impl SlowStore {
         }
         let u = self.jitter.lock().expect("jitter poisoned").unit();
         base.mul_f64((1.0 + self.config.jitter * (2.0 * u - 1.0)).max(0.0))
+    }
+
+    /// Runs `read`, the read of `bytes` bytes at `offset`, as one backend request of
+    /// the striped model if there is one, of the flat model otherwise.
+    fn serve_at<T>(
+        &self,
+        offset: u64,
+        bytes: u64,
+        read: impl FnOnce() -> io::Result<T>,
+    ) -> io::Result<T> {
+        match &self.config.striping {
+            Some(striping) => self.serve_striped(striping, offset, bytes, read),
+            None => self.serve(bytes, read),
+        }
+    }
+
+    /// Runs `read` as one request of the striped model: books its RPCs on their
+    /// targets' clocks (FIFO from the issue time, seek distance from each target's
+    /// head), then sleeps until the last one completes plus the request latency.
+    fn serve_striped<T>(
+        &self,
+        striping: &Striping,
+        offset: u64,
+        bytes: u64,
+        read: impl FnOnce() -> io::Result<T>,
+    ) -> io::Result<T> {
+        let issued = Instant::now();
+        let rpcs = if bytes == 0 {
+            Vec::new()
+        } else {
+            striping.request_rpcs(&[(offset, bytes)])
+        };
+        let mut done = issued;
+        for rpc in &rpcs {
+            let mut target = self.targets[rpc.target].lock().expect("target poisoned");
+            let distance = rpc.object_offset.abs_diff(target.head);
+            let cost = {
+                let mut rng = self.jitter.lock().expect("jitter poisoned");
+                striping.rpc_cost(distance, rpc.len, &mut rng)
+            };
+            target.free_at = target.free_at.max(issued) + seconds(cost);
+            target.head = rpc.end();
+            done = done.max(target.free_at);
+            self.rpc_bytes.fetch_add(rpc.len, Ordering::Relaxed);
+        }
+        let done = done + seconds(striping.request_latency);
+        let out = read();
+        let left = done.saturating_duration_since(Instant::now());
+        if !left.is_zero() {
+            std::thread::sleep(left);
+        }
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.rpcs.fetch_add(rpcs.len() as u64, Ordering::Relaxed);
+        if out.is_ok() {
+            self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+        out
     }
 
     /// Runs `read` as one backend request: holds a permit for the modelled cost of
@@ -284,7 +408,7 @@ impl DataFile {
     pub fn read(&self, offset: u64, len: u64) -> io::Result<Vec<u8>> {
         let end = offset.saturating_add(len).min(self.size());
         let want = end.saturating_sub(offset);
-        self.store.serve(want, || {
+        self.store.serve_at(offset, want, || {
             if want == 0 {
                 return Ok(Vec::new());
             }
@@ -294,6 +418,11 @@ impl DataFile {
             }
         })
     }
+}
+
+/// `x` seconds as a duration (0 for anything negative or not a number).
+fn seconds(x: f64) -> Duration {
+    Duration::try_from_secs_f64(x).unwrap_or(Duration::ZERO)
 }
 
 fn buffered(path: &Path) -> io::Result<File> {
@@ -499,6 +628,104 @@ mod tests {
         assert_eq!(file.read(9_000, 3_000).unwrap(), &bytes[9_000..12_000]);
         file.set_size(100);
         assert_eq!(file.read(50, 100).unwrap(), &bytes[50..100]);
+    }
+
+    /// 1 target, 64 KiB stripes and RPCs, `L` 0.5/1/2/4 ms, 655.36 MB/s (a full RPC
+    /// transfers in 0.1 ms).
+    fn striping() -> Striping {
+        Striping {
+            targets: 1,
+            stripe_size: 65536,
+            rpc_size: 65536,
+            latency_seq: 0.5e-3,
+            latency_near: 1e-3,
+            latency_mid: 2e-3,
+            latency_far: 4e-3,
+            bandwidth: 655.36e6,
+            request_latency: 0.25e-3,
+            ..Striping::default()
+        }
+    }
+
+    #[test]
+    fn striped_reads_are_exact_and_take_the_modelled_time() {
+        let (f, bytes) = data_file(1_000_000);
+        let s = striping();
+        let file =
+            DataFile::open(f.path(), SlowStore::new(StoreConfig::striped(s.clone()))).unwrap();
+        let reads = [
+            (0u64, 100_000u64),
+            (100_000, 10),
+            (900_000, 50_000),
+            (7, 3),
+            (999_990, 100),
+        ];
+        // The simulator's time for the same requests from one client.
+        let wanted: Vec<Vec<(u64, u64)>> = reads
+            .iter()
+            .map(|&(o, l)| vec![(o, l.min(1_000_000 - o))])
+            .collect();
+        let model = s.simulate(&[wanted]).unwrap();
+        let start = Instant::now();
+        for &(off, len) in &reads {
+            let got = file.read(off, len).unwrap();
+            let hi = ((off + len) as usize).min(bytes.len());
+            assert_eq!(got, &bytes[off as usize..hi], "{off}+{len}");
+        }
+        let took = start.elapsed();
+        assert!(
+            took.as_secs_f64() >= model.seconds - 1e-6,
+            "{took:?} < {}",
+            model.seconds
+        );
+        let store = file.store();
+        assert_eq!((store.requests(), store.rpcs()), (5, model.rpcs));
+        assert_eq!(store.rpc_bytes(), model.bytes);
+        assert_eq!(store.bytes(), 100_000 + 10 + 50_000 + 3 + 10);
+        assert!(model.seeks.far >= 1 && model.seeks.seq >= 1, "{model:?}");
+    }
+
+    #[test]
+    fn a_striped_target_serves_one_rpc_at_a_time() {
+        let (f, _) = data_file(1 << 20);
+        let s = Striping {
+            latency_seq: 5e-3,
+            latency_near: 5e-3,
+            latency_mid: 5e-3,
+            latency_far: 5e-3,
+            bandwidth: f64::INFINITY,
+            request_latency: 0.0,
+            ..striping()
+        };
+        let store = SlowStore::new(StoreConfig::striped(s));
+        let file = Arc::new(DataFile::open(f.path(), store).unwrap());
+        let start = Instant::now();
+        let threads: Vec<_> = (0..4u64)
+            .map(|i| {
+                let file = file.clone();
+                std::thread::spawn(move || file.read(i * 200_000, 4096).unwrap())
+            })
+            .collect();
+        for t in threads {
+            assert_eq!(t.join().unwrap().len(), 4096);
+        }
+        // Four 5 ms RPCs on one target, queued.
+        assert!(
+            start.elapsed() >= Duration::from_millis(20),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_eq!(file.store().rpcs(), 4);
+    }
+
+    #[test]
+    fn an_invalid_striping_is_refused() {
+        let bad = Striping {
+            targets: 0,
+            ..Striping::default()
+        };
+        assert!(SlowStore::try_new(StoreConfig::striped(bad)).is_err());
+        assert_eq!(SlowStore::new(StoreConfig::default()).rpcs(), 0);
     }
 
     #[test]
