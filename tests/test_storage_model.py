@@ -146,14 +146,16 @@ def reference(p: dict[str, int], offsets: list[int], lengths: list[int]) -> dict
     pages, chunks, short, medium, long_ = [], [], [], [], []
     rpc = p["rpc_size"]
     for objs in per_target:
-        pages.append(len({b // p["page_size"] for b in objs}))
+        page_set = sorted({b // p["page_size"] for b in objs})
+        pages.append(len(page_set))
         runs: list[list[int]] = []
         for b in sorted(objs):
             if runs and runs[-1][1] == b:
                 runs[-1][1] += 1
             else:
                 runs.append([b, b + 1])
-        chunks.append(len(runs))
+        # Page-level: a chunk is a maximal run of consecutive pages.
+        chunks.append(sum(1 for i, pg in enumerate(page_set) if i == 0 or pg > page_set[i - 1] + 1))
         gaps = [b[0] - a[1] for a, b in zip(runs, runs[1:])]
         short.append(sum(1 for d in gaps if d <= rpc))
         medium.append(sum(1 for d in gaps if rpc < d <= 10 * rpc))
