@@ -250,7 +250,6 @@ class Dataset:
             d.shape == () or d.size == 0 or d.dtype.fields is not None
             or d.dtype.kind not in "biuf" or h5py.check_dtype(vlen=d.dtype) is not None
             or any(isinstance(a, (str, h5r.RegionReference)) or a is None for a in args)
-            or (len(args) == 1 and isinstance(args[0], h5py._hl.selections.Selection))
         )
 
     def __getitem__(self, args: Any) -> Any:

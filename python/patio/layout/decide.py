@@ -46,6 +46,13 @@ class Candidate:
     #: Modelled seconds saved against the original (set by :meth:`Decider.choose`).
     saved: float = 0.0
 
+    @property
+    def sources(self) -> list[Replica | None]:
+        """The copy each entry of ``extents`` is read from (None: the original)."""
+        if self.replica is None:
+            return [None]
+        return [self.replica, None] if self.name.endswith("+original") else [self.replica]
+
 
 class Decider:
     """Chooses among the original and the replicas of one dataset."""

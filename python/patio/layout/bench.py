@@ -1,0 +1,480 @@
+"""``patio bench layout``: HDF5 layout replicas against the original read the best way
+h5py allows, on reduced-scale versions of the thesis' kernels (REORGANIZATION.md §A.7),
+and the cost model's agreement with measured times.
+
+Per kernel, in one run: the kernel's clients read through ``patio.h5`` once (recorded),
+``patio layout build`` logic picks replicas within the kernel's budget (``auto``), and
+each forced layout is built on its own as well. Times:
+
+* ``original_s`` / ``patio_s`` / ``repack_s`` - every client's read issued at once to the
+  striped storage model (discrete-event simulation, parameters under ``store``): the
+  original's flattened extents (one selection call per client, what HDF5 reads at best),
+  the extents of the plan patio's decision picks, and a whole-file copy chunked with
+  h5py's guessed chunk shape (the ``h5repack`` baseline);
+* ``real_original_s`` / ``real_patio_s`` - the same reads on the real disk, page cache
+  dropped for the files first, h5py on the original against ``patio.h5``;
+* ``overhead`` - patio's own CPU time per read (recording + decision), as a fraction of
+  the modelled patio read time (``overhead_real``: of the real cold read time).
+
+``model``: eq 3.1's prediction against the simulated time of every candidate layout for
+the thesis' eight selections (SEL0-SEL7) plus random ones: how often its cheapest pick
+is the measured cheapest (``top1_agreement``) and the mean Kendall tau of the rankings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import h5py
+import numpy as np
+
+from . import cost as costmodel
+from . import device, h5sel, planner, replicas
+from .decide import Decider
+from .flatten import Chunked, Contiguous, Extents, flatten, merge_sorted
+from .kb import KnowledgeBase
+from .selection import Hyperslab, Selection
+from .storage import physical_layout
+
+KERNELS = ("elements", "climate", "massspec", "ecog", "model")
+FILE_STRIDE = 1 << 40  # each file gets its own region of the modelled address space
+
+
+def file_base(index: int, model: Any) -> int:
+    """Where file ``index`` (0: the original) starts in the modelled address space: its
+    own region, starting on target ``index mod targets`` (a parallel file system starts
+    each new file's stripes on another target)."""
+    p = model.params()
+    return index * FILE_STRIDE + (index % p["targets"]) * p["stripe_size"]
+
+
+@dataclass
+class Workload:
+    """A kernel's file and its clients' reads (h5py index arguments)."""
+
+    name: str
+    path: str
+    dset: str
+    learn: list[Any]
+    apply: list[Any]
+    forced: tuple[str, ...]
+    budget: str
+    note: str
+
+
+# ------------------------------------------------------------------------ data
+def _write(path: str, name: str, shape: tuple[int, ...], dtype: str,
+           fill: Callable[[int, int], np.ndarray], chunks: Any = None) -> None:
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset(name, shape=shape, dtype=dtype, chunks=chunks)
+        rows = max(1, (64 << 20) // max(1, int(np.prod(shape[1:])) * np.dtype(dtype).itemsize))
+        for lo in range(0, shape[0], rows):
+            hi = min(shape[0], lo + rows)
+            d[lo:hi] = fill(lo, hi).reshape((hi - lo,) + shape[1:])
+
+
+def elements(dirpath: str, scale: float, clients: int) -> list[Workload]:
+    """VPIC-like: scattered elements selected by an energy threshold, each client the
+    selected elements of its own block; four thresholds in the thesis' proportions, and
+    the partial-overlap case (replicas of the smallest query, the largest read)."""
+    n = int(2**24 * scale)
+    rng = np.random.default_rng(7)
+    energy = rng.random(n, dtype=np.float32)
+    path = os.path.join(dirpath, "vpic.h5")
+    _write(path, "Energy", (n,), "f4", lambda lo, hi: energy[lo:hi])
+    # Selected fractions 1 : 1.96 : 4.04 : 9.25 of 0.1 %.
+    fracs = [0.001 * r for r in (1.0, 1.96, 4.04, 9.25)]
+    block = n // clients
+    queries = []
+    for frac in fracs:
+        cut = 1.0 - frac
+        sel = [np.flatnonzero(energy[c * block:(c + 1) * block] > cut) + c * block
+               for c in range(clients)]
+        queries.append([_points_arg(s, n) for s in sel])
+    out = [Workload(f"elements-A{i + 1}", path, "/Energy", q, q, ("concat",), "100%",
+                    f"{fracs[i] * 100:.3f} % of {n:,} float32 selected")
+           for i, q in enumerate(queries)]
+    out.append(Workload("elements-B", path, "/Energy", queries[0], queries[3], ("concat",),
+                        "100%", "replicas of A1's elements, A4 read (split reads)"))
+    return out
+
+
+def _points_arg(lin: np.ndarray, n: int) -> Any:
+    """h5py's point selection of the elements ``lin`` of a 1-D dataset (what a
+    FastBit-style index hands to H5Sselect_elements)."""
+    from h5py._hl.selections import PointSelection
+
+    return (PointSelection((n,), points=np.asarray(lin, np.uint64)[:, None]),)
+
+
+def climate(dirpath: str, scale: float, clients: int) -> list[Workload]:
+    """Atmospheric-river-like: one client per time step reads the same sub-plane (an
+    ocean basin) of its step; learned on one run, applied to the next."""
+    steps, ny, nx = max(8, int(64 * scale)), 768, 1152
+    path = os.path.join(dirpath, "climate.h5")
+    _write(path, "IWV", (steps, ny, nx), "f8",
+           lambda lo, hi: np.arange(lo * ny * nx, hi * ny * nx, dtype=np.float64))
+    out = []
+    for q, frac in enumerate((0.05, 0.10, 0.15, 0.20), 1):
+        side = np.sqrt(frac)
+        h, w = int(ny * side), int(nx * side)
+        y0, x0 = ny // 5, nx // 3
+        reads = [(t, slice(y0, y0 + h), slice(x0, x0 + w)) for t in range(min(steps, clients))]
+        out.append(Workload(f"climate-Q{q}", path, "/IWV", reads, reads,
+                            ("concat", "zorder"), "100%", f"{frac:.0%} sub-plane of "
+                            f"{ny}x{nx} per step, {len(reads)} steps"))
+    return out
+
+
+def massspec(dirpath: str, scale: float, clients: int) -> list[Workload]:
+    """Mass-spectrometry-image-like (x, y, m/z): A 25 consecutive m/z slices per
+    client, B 3x3 spectra, C 20x20x(10000 M/133092) sub-volumes, two locations each."""
+    nx, ny, m = 394, 518, max(64, int(256 * scale))
+    path = os.path.join(dirpath, "msi.h5")
+    _write(path, "cube", (nx, ny, m), "f4",
+           lambda lo, hi: np.arange(lo * ny * m, hi * ny * m, dtype=np.float64).astype("f4"))
+    rng = np.random.default_rng(3)
+    a = [(slice(None), slice(None), slice(z, z + 2))
+         for z in rng.integers(0, m - 25, clients // 4)]
+    a = [(slice(None), slice(None), slice(int(z), int(z) + 25))
+         for z in np.linspace(0, m - 25, 2).astype(int)]
+    b = [(slice(int(x), int(x) + 3), slice(int(y), int(y) + 3), slice(None))
+         for x, y in zip(rng.integers(0, nx - 3, clients), rng.integers(0, ny - 3, clients))]
+    dz = max(2, int(10000 * m / 133092))
+    c = [(slice(int(x), int(x) + 20), slice(int(y), int(y) + 20), slice(int(z), int(z) + dz))
+         for x, y, z in zip(rng.integers(0, nx - 20, 2), rng.integers(0, ny - 20, 2),
+                            rng.integers(0, m - dz, 2))]
+    return [
+        Workload("massspec-A", path, "/cube", a, a, ("transposed", "hilbert", "concat"),
+                 "100%", "25 m/z slices, 2 locations"),
+        Workload("massspec-B", path, "/cube", b, b, ("concat",), "100%",
+                 f"3x3 spectra, {len(b)} clients"),
+        Workload("massspec-C", path, "/cube", c, c, ("hilbert", "concat"), "100%",
+                 f"20x20x{dz} sub-volumes, 2 locations"),
+    ]
+
+
+def ecog(dirpath: str, scale: float, clients: int) -> list[Workload]:
+    """ECoG-like: rows x 256 float64 signals; each label owns equal-length row blocks at
+    irregular gaps; a query reads the blocks of a set of labels (5-30 % of the rows)."""
+    rows = int(131072 * scale)
+    block = 16  # one event window: 16 samples x 256 channels (32 KiB)
+    path = os.path.join(dirpath, "ecog.h5")
+    _write(path, "ECoG", (rows, 256), "f8",
+           lambda lo, hi: np.arange(lo * 256, hi * 256, dtype=np.float64))
+    rng = np.random.default_rng(5)
+    nblocks = rows // block
+    labels = rng.integers(0, 24, nblocks)  # 24 labels over the blocks
+    out = []
+    for q, frac in enumerate((0.05, 0.10, 0.20, 0.30), 1):
+        k = max(1, int(round(24 * frac)))
+        chosen = rng.choice(24, k, replace=False)
+        reads = []
+        for lab in chosen:
+            mask = np.zeros(rows, bool)
+            for bi in np.flatnonzero(labels == lab):
+                mask[bi * block:(bi + 1) * block] = True
+            reads.append((mask, slice(None)))
+        out.append(Workload(f"ecog-{int(frac * 100)}pct", path, "/ECoG", reads, reads,
+                            ("concat",), "100%", f"{k} of 24 labels, {rows:,} x 256 float64"))
+    return out
+
+
+# ------------------------------------------------------------------------ measuring
+def _drop_cache(paths: list[str]) -> None:
+    for p in paths:
+        try:
+            fd = os.open(p, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def _requests(layout: Any, sels: list[Selection], base: int = 0) -> list[list[tuple[Any, Any]]]:
+    out = []
+    for s in sels:
+        e = merge_sorted(flatten(layout, s))
+        out.append([(e.offsets.astype(np.uint64) + np.uint64(base), e.lengths.astype(np.uint64))])
+    return out
+
+
+def _plan_requests(decider: Decider, sels: list[Selection], ids: dict[int, int], model: Any
+                   ) -> tuple[list[list[tuple[Any, Any]]], float, dict[str, int]]:
+    """Each client's chosen plan as simulator requests, the decision CPU seconds, and
+    how often each plan was chosen."""
+    out, spent, chosen = [], 0.0, {}
+    for s in sels:
+        t0 = time.perf_counter()
+        c = decider.choose(s)
+        spent += time.perf_counter() - t0
+        name = c.name.split("#")[0] + ("+original" if c.name.endswith("+original") else "")
+        chosen[name] = chosen.get(name, 0) + 1
+        reqs = []
+        for ext, src in zip(c.extents, c.sources):
+            base = 0 if src is None else file_base(ids[src.row.id], model)
+            reqs.append((ext.offsets.astype(np.uint64) + np.uint64(base),
+                         ext.lengths.astype(np.uint64)))
+        out.append(reqs)
+    return out, spent, chosen
+
+
+def _time_reads(opener: Callable[[], Any], dset: str, reads: list[Any], files: list[str]) -> float:
+    _drop_cache(files)
+    t0 = time.perf_counter()
+    with opener() as f:
+        d = f[dset]
+        for args in reads:
+            d[args]
+    return time.perf_counter() - t0
+
+
+def run_workload(w: Workload, model: Any, layout_dir: str) -> list[dict[str, Any]]:
+    import patio.h5 as ph5
+
+    kbdir = os.path.join(layout_dir, w.name)
+    shutil.rmtree(kbdir, ignore_errors=True)
+    os.environ["PATIO_LAYOUT_DIR"] = kbdir
+    dev = device.model_device(model.params())
+    kb = KnowledgeBase(w.path)
+    kb.set_setting("device", dev)
+    kb.close()
+    # Recording run (warm): patio.h5 against h5py, alternating, best of 3.
+    t_h5, t_rec = [], []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        with h5py.File(w.path) as f:
+            for a in w.learn:
+                f[w.dset][a]
+        t_h5.append(time.perf_counter() - t0)
+        os.environ["PATIO_LAYOUT"] = "on"
+        t0 = time.perf_counter()
+        with ph5.File(w.path) as f:
+            for a in w.learn:
+                f[w.dset][a]
+        t_rec.append(time.perf_counter() - t0)
+    record_cpu = max(0.0, (min(t_rec) - min(t_h5)) / max(1, len(w.learn)))
+    # Keep one run's worth of history (the three runs above recorded three).
+    consts = costmodel.Constants.from_json(dev["constants"])
+    with h5py.File(w.path) as f:
+        src = f[w.dset]
+        sels = [h5sel.select(src, a)[0] for a in w.apply]
+        orig_layout = physical_layout(src)
+        original = model.simulate(_requests(orig_layout, sels))["seconds"]
+    repack = _repack_seconds(w, model, sels)
+    rows = []
+    for forced in ("auto",) + w.forced:
+        kb = KnowledgeBase(w.path)
+        for r in kb.replicas():
+            replicas.evict(kb, r.id)
+        kb.set_setting("budget", planner.parse_budget(w.budget if forced == "auto" else "1000%"))
+        plans = _evaluate(kb, w, model, consts)
+        if forced != "auto":
+            for dp in plans:
+                dp.proposals = [p for p in dp.proposals if p.kind == forced]
+        build, _, _ = planner.plan(plans, [], planner.budget_bytes(kb, os.path.getsize(w.path)))
+        if forced != "auto":
+            build = build[:1024]
+        built = [replicas.build(kb, w.path, p.dset, p.kind, p.params, sel=p.sel,
+                                axes_sets=p.axes_sets) for p in build]
+        reps = [replicas.Replica.load(r) for r in kb.replicas(state="ready")]
+        rep_bytes = sum(r.bytes for r in kb.replicas(state="ready"))
+        meta_bytes = sum(r.meta_bytes for r in kb.replicas(state="ready"))
+        kb.close()
+        ids = {r.row.id: i + 1 for i, r in enumerate(reps)}
+        with h5py.File(w.path) as f:
+            decider = Decider(f[w.dset], reps, model, consts)
+            reqs, decide_cpu, chosen = _plan_requests(decider, sels, ids, model)
+            for r in reps:
+                r.close()
+        patio_s = model.simulate(reqs)["seconds"]
+        files = [w.path] + [r.row.path for r in reps]
+        real_o = _time_reads(lambda: h5py.File(w.path), w.dset, w.apply, files)
+        real_p = _time_reads(lambda: ph5.File(w.path), w.dset, w.apply, files)
+        cpu = decide_cpu / max(1, len(sels)) + record_cpu
+        layout = ",".join(sorted({p.label() for p in build})) or "original"
+        rows.append({
+            "name": w.name, "layout": forced if forced != "auto" else f"auto: {layout}",
+            "original_s": original, "patio_s": patio_s,
+            "speedup": original / patio_s if patio_s > 0 else float("inf"),
+            "repack_s": repack, "overhead": cpu * len(sels) / patio_s if patio_s else 0.0,
+            "real_original_s": real_o, "real_patio_s": real_p,
+            "overhead_real": cpu * len(sels) / real_p if real_p else 0.0,
+            "clients": len(sels), "replicas": len(built), "replica_bytes": rep_bytes,
+            "meta_bytes": meta_bytes, "chosen": chosen, "note": w.note,
+        })
+    return rows
+
+
+def _evaluate(kb: KnowledgeBase, w: Workload, model: Any, consts: Any) -> list[Any]:
+    kb.compact()
+    with h5py.File(w.path) as f:
+        return [planner.evaluate(kb, f, name, model, consts, []) for name, _ in kb.datasets()]
+
+
+def _repack_seconds(w: Workload, model: Any, sels: list[Selection]) -> float:
+    """The selections read from a whole-file copy chunked with h5py's guessed shape."""
+    with h5py.File(w.path) as f:
+        src = f[w.dset]
+        shape, dtype = src.shape, src.dtype
+    from h5py._hl.filters import guess_chunk
+
+    chunk = guess_chunk(shape, None, dtype.itemsize)
+    lay = Chunked.in_order(shape, dtype.itemsize, chunk, "row", 0)
+    return float(model.simulate(_requests(lay, sels))["seconds"])
+
+
+# ------------------------------------------------------------------------ cost model
+def model_validation(model: Any, randoms: int, seed: int = 11) -> dict[str, Any]:
+    """eq 3.1 against the simulator on SEL0-SEL7 and ``randoms`` random selections."""
+    consts = costmodel.fit_to_model(model)
+    arrays = {1: (1 << 22,), 2: (2048, 2048), 3: (256, 256, 128)}
+    box = Hyperslab.box
+    sels = [
+        ("SEL0", Selection.hyperslab(arrays[1], box((100_000,), (1_100_000,)))),
+        ("SEL1", Selection.hyperslab(arrays[2], box((0, 300), (2048, 308)))),
+        ("SEL2", Selection.hyperslab(arrays[2], box((512, 512), (1024, 1024)))),
+        ("SEL3", Selection.hyperslab(arrays[2], box((100, 900), (356, 1156)))),
+        ("SEL4", Selection.hyperslab(arrays[2], box((0, 1000), (2048, 1128)))),
+        ("SEL5", Selection.hyperslab(arrays[3], box((0, 40, 10), (256, 56, 26)))),
+        ("SEL6", Selection.hyperslab(arrays[3], box((64, 64, 32), (128, 128, 96)))),
+        ("SEL7", Selection.hyperslab(arrays[3], box((10, 20, 0), (74, 84, 128)))),
+    ]
+    rng = np.random.default_rng(seed)
+    for i in range(randoms):
+        nd = int(rng.integers(1, 4))
+        shape = arrays[nd]
+        lo = [int(rng.integers(0, n - 1)) for n in shape]
+        ext = [int(rng.integers(1, max(2, (n - l_) // int(rng.choice([1, 2, 8, 64])))))
+               for n, l_ in zip(shape, lo)]
+        step = [int(rng.choice([1, 1, 1, 2, 4])) for _ in shape]
+        cnt = [max(1, e // s) for e, s in zip(ext, step)]
+        sels.append((f"R{i}", Selection.hyperslab(
+            shape, Hyperslab(tuple(lo), tuple(step), tuple(cnt), (1,) * nd).normalized())))
+    agree, taus, rows = 0, [], []
+    for name, sel in sels:
+        layouts = _candidate_layouts(sel)
+        pred, meas = [], []
+        for lay_name, lay, s in layouts:
+            ext = merge_sorted(flatten(lay, s))
+            pred.append(costmodel.predict(model, consts, [ext]))
+            meas.append(float(model.simulate([[(ext.offsets.astype(np.uint64),
+                                                ext.lengths.astype(np.uint64))]])["seconds"]))
+        best_m = min(meas)
+        ok = meas[int(np.argmin(pred))] <= best_m * 1.01
+        agree += ok
+        taus.append(kendall_tau(pred, meas))
+        rows.append({"selection": name, "layouts": [n for n, _, _ in layouts],
+                     "predicted": pred, "measured": meas, "top1": bool(ok)})
+    return {"selections": len(sels), "top1_agreement": agree / len(sels),
+            "kendall_tau": float(np.mean(taus)), "constants": consts.to_json(), "rows": rows}
+
+
+def _candidate_layouts(sel: Selection) -> list[tuple[str, Any, Selection]]:
+    shape = sel.shape
+    nd = len(shape)
+    out: list[tuple[str, Any, Selection]] = [("original", Contiguous(shape, 8, 0), sel)]
+    perms = {2: [(1, 0)], 3: [(0, 2, 1), (2, 1, 0), (1, 2, 0)]}.get(nd, [])
+    for ax in perms:
+        out.append((f"T{ax}", Contiguous(tuple(shape[a] for a in ax), 8, 0), sel.permuted(ax)))
+    lo, hi = sel.bounds()
+    chunk = replicas.derive_chunk(shape, 8, [[h - l_ for l_, h in zip(lo, hi)]])
+    for kind, order in (("C", "row"), ("Z", "morton"), ("H", "hilbert")):
+        if kind != "C" and nd < 2:
+            continue
+        out.append((f"{kind}{chunk}", Chunked.in_order(shape, 8, chunk, order, 0), sel))
+    return out
+
+
+def kendall_tau(a: list[float], b: list[float]) -> float:
+    """Kendall's tau-b of two rankings (1: same order)."""
+    n = len(a)
+    conc = disc = ta = tb = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            da, db = np.sign(a[i] - a[j]), np.sign(b[i] - b[j])
+            if da == 0 and db == 0:
+                continue
+            if da == 0:
+                ta += 1
+            elif db == 0:
+                tb += 1
+            elif da == db:
+                conc += 1
+            else:
+                disc += 1
+    denom = np.sqrt((conc + disc + ta) * (conc + disc + tb))
+    return float((conc - disc) / denom) if denom else 1.0
+
+
+# ------------------------------------------------------------------------ command
+BUILDERS = {"elements": elements, "climate": climate, "massspec": massspec, "ecog": ecog}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="patio bench layout", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kernel", action="append", choices=KERNELS,
+                   help="kernel to run (repeatable; default all)")
+    p.add_argument("--store", default="lustre", help="storage model preset (lustre, hdd, ssd)")
+    p.add_argument("--clients", type=int, default=64, help="clients reading at once")
+    p.add_argument("--scale", type=float, default=1.0, help="data size factor (1 = ~1.5 GB)")
+    p.add_argument("--randoms", type=int, default=100, help="random selections (model)")
+    p.add_argument("--dir", help="where to write the data (default: a temporary directory)")
+    p.add_argument("--keep", action="store_true", help="keep the data directory")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    a = parser().parse_args(argv)
+    kernels = a.kernel or list(KERNELS)
+    try:
+        model = costmodel.storage_model(a.store)
+    except ValueError as e:
+        print(f"patio bench layout: error: {e}", file=sys.stderr)
+        return 2
+    work = a.dir or tempfile.mkdtemp(prefix="patio-bench-layout-", dir=".")
+    os.makedirs(work, exist_ok=True)
+    result: dict[str, Any] = {"store": model.params(), "kernels": [], "model": None}
+    try:
+        for k in kernels:
+            if k == "model":
+                print("model: eq 3.1 vs simulated times", file=sys.stderr, flush=True)
+                result["model"] = model_validation(model, a.randoms)
+                continue
+            for w in BUILDERS[k](work, a.scale, a.clients):
+                print(f"{w.name}: {w.note}", file=sys.stderr, flush=True)
+                result["kernels"].extend(run_workload(w, model, os.path.join(work, "kb")))
+    finally:
+        if not a.keep and not a.dir:
+            shutil.rmtree(work, ignore_errors=True)
+    if a.json:
+        print(json.dumps(result, indent=1, default=float))
+        return 0
+    print(f"store: {json.dumps(result['store'])}")
+    print(f"{'kernel':<16} {'layout':<34} {'orig s':>9} {'patio s':>9} {'speedup':>8} "
+          f"{'repack s':>9} {'real o':>8} {'real p':>8} {'ovhd':>6}")
+    for r in result["kernels"]:
+        print(f"{r['name']:<16} {r['layout'][:34]:<34} {r['original_s']:9.4f} "
+              f"{r['patio_s']:9.4f} {r['speedup']:8.2f} {r['repack_s']:9.4f} "
+              f"{r['real_original_s']:8.3f} {r['real_patio_s']:8.3f} {r['overhead']:6.1%}")
+    if result["model"]:
+        m = result["model"]
+        print(f"model: {m['selections']} selections, top-1 agreement {m['top1_agreement']:.1%}, "
+              f"Kendall tau {m['kendall_tau']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
