@@ -39,7 +39,7 @@ import numpy as np
 from . import cost as costmodel
 from . import device, h5sel, planner, replicas
 from .decide import Decider
-from .flatten import Chunked, Contiguous, Extents, flatten, merge_sorted
+from .flatten import Chunked, Contiguous, flatten, merge_sorted
 from .kb import KnowledgeBase
 from .selection import Hyperslab, Selection
 from .storage import physical_layout
@@ -142,8 +142,6 @@ def massspec(dirpath: str, scale: float, clients: int) -> list[Workload]:
     _write(path, "cube", (nx, ny, m), "f4",
            lambda lo, hi: np.arange(lo * ny * m, hi * ny * m, dtype=np.float64).astype("f4"))
     rng = np.random.default_rng(3)
-    a = [(slice(None), slice(None), slice(z, z + 2))
-         for z in rng.integers(0, m - 25, clients // 4)]
     a = [(slice(None), slice(None), slice(int(z), int(z) + 25))
          for z in np.linspace(0, m - 25, 2).astype(int)]
     b = [(slice(int(x), int(x) + 3), slice(int(y), int(y) + 3), slice(None))
@@ -175,7 +173,7 @@ def ecog(dirpath: str, scale: float, clients: int) -> list[Workload]:
     labels = rng.integers(0, 24, nblocks)  # 24 labels over the blocks
     out = []
     for q, frac in enumerate((0.05, 0.10, 0.20, 0.30), 1):
-        k = max(1, int(round(24 * frac)))
+        k = max(1, round(24 * frac))
         chosen = rng.choice(24, k, replace=False)
         reads = []
         for lab in chosen:
