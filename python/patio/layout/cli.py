@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 from typing import Any
 
@@ -34,10 +35,23 @@ class CliError(Exception):
 
 
 def _open_kb(path: str, create: bool = False) -> Any:
-    from .kb import KnowledgeBase
+    from .kb import KnowledgeBase, kb_dir
 
     _check_hdf5(path)
-    return KnowledgeBase(path, create=create)
+    try:
+        return KnowledgeBase(path, create=create)
+    except ValueError as e:  # e.g. a non-numeric schema version
+        raise CliError(f"knowledge base {kb_dir(path) / 'kb.sqlite'} is damaged: {e}") from None
+
+
+def _open_h5(path: str) -> Any:
+    """The HDF5 file read-only; a file h5py cannot open is an error naming it."""
+    import h5py
+
+    try:
+        return h5py.File(path, "r")
+    except OSError as e:
+        raise CliError(f"{path}: cannot open as HDF5: {e}") from None
 
 
 def _check_hdf5(path: str) -> None:
@@ -73,11 +87,12 @@ def status_report(path: str) -> dict[str, Any]:
         for name, reads in kb.datasets():
             hot = []
             for p in planner.hot_patterns(kb, name):
-                lo, hi = planner.representative(p).bounds()
-                if p.axis is not None and len(p.starts):
-                    lo = tuple(int(p.starts.min()) if a == p.axis else v for a, v in enumerate(lo))
-                    hi = tuple(int(p.starts.max()) + (h - l_) if a == p.axis else h
-                               for a, (l_, h) in enumerate(zip(lo, hi)))
+                r_lo, r_hi = planner.representative(p).bounds()
+                lo, hi = list(r_lo), list(r_hi)
+                if p.axis is not None and len(p.starts):  # a family: span every member
+                    extent = r_hi[p.axis] - r_lo[p.axis]
+                    lo[p.axis] = int(p.starts.min())
+                    hi[p.axis] = int(p.starts.max()) + extent
                 hot.append({"pattern": p.id, "kind": p.sel.kind, "lo": list(lo), "hi": list(hi),
                             "reads": p.reads, "members": max(1, len(p.starts)),
                             "processes": p.procs, "bytes": p.bytes})
@@ -133,8 +148,6 @@ def _ready_replicas(kb: Any) -> dict[str, list[Any]]:
 
 
 def advise_report(path: str) -> tuple[dict[str, Any], list[Any]]:
-    import h5py
-
     from . import device, planner
 
     kb = _open_kb(path, create=True)
@@ -143,7 +156,7 @@ def advise_report(path: str) -> tuple[dict[str, Any], list[Any]]:
         model, consts = device.load(kb)
         existing = _ready_replicas(kb)
         plans = []
-        with h5py.File(path, "r") as f:
+        with _open_h5(path) as f:
             for name, _ in kb.datasets():
                 if name not in f:
                     raise CliError(f"{path}: dataset {name} was recorded but no longer exists")
@@ -198,15 +211,19 @@ def cmd_build(a: argparse.Namespace) -> int:
     try:
         if a.budget is not None:
             try:
-                kb.set_setting("budget", planner.parse_budget(a.budget))
-            except ValueError as e:
-                raise CliError(str(e)) from None
+                budget_setting = planner.parse_budget(a.budget)
+            except (ValueError, OverflowError) as e:  # OverflowError: "inf", "1e400"
+                msg = str(e) if str(e).startswith("budget") else (
+                    f"budget {a.budget!r}: expected bytes (e.g. 500M, 2GiB) or a percentage "
+                    "of the file (e.g. 20%)")
+                raise CliError(msg) from None
+            kb.set_setting("budget", budget_setting)
+        if kb.setting("budget") is None:
+            raise CliError(f"{a.file}: no budget set: pass --budget (e.g. 20% or 500M)")
         removed = replicas.cleanup(kb)
         _, plans = advise_report(a.file)
         size = os.path.getsize(a.file)
         budget = planner.budget_bytes(kb, size)
-        if kb.setting("budget") is None:
-            raise CliError(f"{a.file}: no budget set: pass --budget (e.g. 20% or 500M)")
         stale = [r for r in kb.replicas() if r.state in ("stale", "missing", "damaged")]
         for r in stale:
             replicas.evict(kb, r.id)
@@ -292,6 +309,8 @@ def cmd_probe(a: argparse.Namespace) -> int:
     else:
         if not os.path.isdir(a.dir):
             raise CliError(f"{a.dir}: not a directory")
+        if a.mib < 1:
+            raise CliError(f"--mib {a.mib}: the scratch file needs at least 1 MiB")
         try:
             dev = device.probe(a.dir, size=a.mib << 20)
         except OSError as e:
@@ -369,13 +388,18 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    from .kb import KnowledgeBaseError
+    from .kb import KnowledgeBaseError, kb_dir
 
     args = parser().parse_args(argv)
     try:
         return int(args.run(args))
     except (CliError, KnowledgeBaseError) as e:
         print(f"patio layout: error: {e}", file=sys.stderr)
+        return 2
+    except sqlite3.DatabaseError as e:  # found after opening: locked, or damage past the header
+        where = f" {kb_dir(args.file) / 'kb.sqlite'}" if getattr(args, "file", None) else ""
+        what = "" if isinstance(e, sqlite3.OperationalError) else " is damaged"
+        print(f"patio layout: error: knowledge base{where}{what}: {e}", file=sys.stderr)
         return 2
     except OSError as e:
         where = f"{e.filename}: " if e.filename else ""

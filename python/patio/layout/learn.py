@@ -20,7 +20,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from .kb import KnowledgeBase
+from .kb import KnowledgeBase, kb_dir
 from .selection import Hyperslab, Selection
 from .storage import UnsupportedLayout, physical_layout
 
@@ -157,12 +157,19 @@ def learn(trace: str, source: str) -> dict[str, Any]:
     if any(s["module"].upper().startswith("MPI") for s in mine):
         mine = [s for s in mine if s["module"].upper().startswith("MPI")]
     size = src.stat().st_size
-    kb = KnowledgeBase(src)
+    try:
+        kb = KnowledgeBase(src)
+    except ValueError as e:  # e.g. a non-numeric schema version
+        raise LearnError(f"knowledge base {kb_dir(src) / 'kb.sqlite'} is damaged: {e}") from None
     rows: list[Any] = []
     unmapped = requests = 0
     per_dset: dict[str, int] = {}
     try:
-        with h5py.File(src, "r") as f:
+        try:
+            f = h5py.File(src, "r")
+        except OSError as e:
+            raise LearnError(f"{source}: cannot open as HDF5: {e}") from None
+        with f:
             index = StorageIndex(f)
             for s in mine:
                 offs = np.asarray(s["offset"], np.int64)
