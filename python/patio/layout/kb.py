@@ -182,6 +182,9 @@ class KnowledgeBase:
             if row is None:
                 self.db.execute("INSERT INTO meta VALUES('schema_version', ?)",
                                 (str(SCHEMA_VERSION),))
+            elif not str(row[0]).isdigit():
+                raise KnowledgeBaseError(
+                    f"knowledge base {self.path} is damaged: schema version {row[0]!r}")
             elif int(row[0]) > SCHEMA_VERSION:
                 raise KnowledgeBaseError(
                     f"knowledge base {self.path} has schema version {row[0]}, newer than this "

@@ -38,7 +38,7 @@ from .storage import Layout, physical_layout
 
 HALF_LIFE = 7 * 86400.0
 #: Hot patterns considered per dataset.
-TOP_PATTERNS = 16
+TOP_PATTERNS = 1024
 
 
 @dataclass
@@ -281,8 +281,12 @@ def budget_bytes(kb: KnowledgeBase, source_size: int) -> int:
 def parse_budget(text: str) -> dict[str, float]:
     """``20%``, ``500M``, ``2GiB``, ``1048576`` -> a budget setting."""
     t = text.strip()
+    bad = ValueError(f"budget {text!r}: expected bytes (e.g. 500M, 2GiB) or a percentage")
     if t.endswith("%"):
-        v = float(t[:-1])
+        try:
+            v = float(t[:-1])
+        except ValueError:
+            raise bad from None
         if not 0 <= v <= 1000:
             raise ValueError(f"budget {text!r}: percentage out of range")
         return {"percent": v}
@@ -293,8 +297,13 @@ def parse_budget(text: str) -> dict[str, float]:
     if unit in ("ki", "mi", "gi", "ti"):
         unit += "b"
     if unit not in units or not num:
-        raise ValueError(f"budget {text!r}: expected bytes (e.g. 500M, 2GiB) or a percentage")
-    v = float(num) * units[unit]
+        raise bad
+    try:
+        v = float(num) * units[unit]
+    except ValueError:
+        raise bad from None
+    if not math.isfinite(v) or v >= 2**63:
+        raise ValueError(f"budget {text!r} is too large")
     if v < 0:
         raise ValueError(f"budget {text!r} is negative")
     return {"bytes": float(int(v))}

@@ -18,6 +18,7 @@ dataspaces lives in :mod:`patio.layout.h5sel`).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,7 +56,7 @@ class Hyperslab:
         return tuple(c * b for c, b in zip(self.count, self.block))
 
     def nelements(self) -> int:
-        return int(np.prod(self.extent(), dtype=np.int64)) if self.ndim else 1
+        return math.prod(c * b for c, b in zip(self.count, self.block))
 
     def bounds(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Bounding box ``(lo, hi)``, ``hi`` exclusive."""
