@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import patio.h5 as ph5
 import pytest
 from patio.layout.kb import KnowledgeBase, kb_dir
 from patio.layout.selection import Selection
+from test_cli import patio_binary
 
 REPO = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -31,13 +31,6 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 pytestmark = pytest.mark.filterwarnings("ignore::patio.h5.LayoutWarning")
 
 
-def patio_binary() -> str:
-    for candidate in (REPO / ".venv" / "bin" / "patio", REPO / "target" / "release" / "patio"):
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which("patio")
-    assert found, "the patio binary is not built: run scripts/setup.sh"
-    return found
 
 
 @pytest.fixture(autouse=True)

@@ -455,12 +455,13 @@ impl Iterator for Split<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::rng::Rng;
     use proptest::prelude::*;
 
-    fn small(targets: usize, stripe: u64, rpc: u64, page: u64) -> Striping {
+    /// A small striping for tests (also used by the submodules' tests).
+    pub(crate) fn small(targets: usize, stripe: u64, rpc: u64, page: u64) -> Striping {
         Striping {
             targets,
             stripe_size: stripe,

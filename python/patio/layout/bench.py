@@ -308,6 +308,7 @@ def run_workload(w: Workload, model: Any, layout_dir: str) -> list[dict[str, Any
             "repack_s": repack, "overhead": cpu * len(sels) / patio_s if patio_s else 0.0,
             "real_original_s": real_o, "real_patio_s": real_p,
             "overhead_real": cpu * len(sels) / real_p if real_p else 0.0,
+            "cpu_ms_per_read": cpu * 1e3,
             "clients": len(sels), "replicas": len(built), "replica_bytes": rep_bytes,
             "meta_bytes": meta_bytes, "chosen": chosen, "note": w.note,
         })

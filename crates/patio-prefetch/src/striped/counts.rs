@@ -148,15 +148,7 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::BTreeSet;
 
-    fn striping(targets: usize, stripe: u64, rpc: u64, page: u64) -> Striping {
-        Striping {
-            targets,
-            stripe_size: stripe,
-            rpc_size: rpc,
-            page_size: page,
-            ..Striping::default()
-        }
-    }
+    use crate::striped::tests::small as striping;
 
     /// Per target, the set of object offsets of the selected bytes.
     fn bytes_per_target(s: &Striping, extents: &[(u64, u64)]) -> Vec<BTreeSet<u64>> {
