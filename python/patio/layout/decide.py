@@ -65,6 +65,7 @@ class Decider:
         self.consts = consts
         self._layouts: dict[int, Layout] = {}
         self._orig_layout: Layout | None = None
+        self._ranges: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
 
     def layout_of(self, rep: Replica | None) -> Layout:
         if rep is None:
@@ -90,7 +91,10 @@ class Decider:
         secs, exts = self._seconds([(None, sel)])
         out.append(Candidate("original", None, secs, lambda: read(orig, sel, dtype), exts))
         axes = product_axes(sel)
+        lo, hi = (np.asarray(b, np.int64) for b in sel.bounds())
         for rep in self.replicas:
+            if not self._may_hold(rep, sel, lo, hi):
+                continue
             try:
                 cand = self._candidate(rep, sel, axes, dtype)
             except (OSError, KeyError) as e:  # damaged replica: never used, reported
@@ -99,6 +103,27 @@ class Decider:
             if cand is not None:
                 out.append(cand)
         return out
+
+    def _may_hold(self, rep: Replica, sel: Selection, lo: np.ndarray, hi: np.ndarray) -> bool:
+        """Coarse pruning by bounding boxes (the thesis' per-dataset range catalogue):
+        False when the replica cannot hold any element of the request."""
+        if rep.row.id not in self._ranges:
+            box = None
+            if rep.axes_sets is not None and all(len(a) for a in rep.axes_sets):
+                box = (np.array([a[0] for a in rep.axes_sets]),
+                       np.array([a[-1] + 1 for a in rep.axes_sets]))
+            elif rep.linear is not None and len(rep.linear):
+                box = (np.array([rep.linear[0]]), np.array([rep.linear[-1] + 1]))
+            self._ranges[rep.row.id] = box
+        box = self._ranges[rep.row.id]
+        if box is None or not np.all(hi > lo):
+            return box is None
+        if rep.linear is not None:
+            shape = sel.shape
+            first = int(np.ravel_multi_index(tuple(lo), shape))
+            last = int(np.ravel_multi_index(tuple(hi - 1), shape))
+            return first < int(box[1][0]) and last >= int(box[0][0])
+        return bool(np.all(lo < box[1]) and np.all(hi > box[0]))
 
     def _candidate(self, rep: Replica, sel: Selection, axes: list[np.ndarray] | None,
                    dtype: Any) -> Candidate | None:
