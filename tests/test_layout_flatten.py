@@ -281,3 +281,23 @@ def test_large_chunked_without_enumeration(order: str) -> None:
     assert srt.nbytes() == 2048 * 2048 * 8
     if order != "row":  # a quadrant of a curve order is one contiguous range of chunks
         assert len(srt) == 1
+
+
+@given(shapes(), st.data())
+@settings(max_examples=200, deadline=None)
+def test_unions_of_many_boxes_in_contiguous_layouts(shape: tuple[int, ...],
+                                                     data: st.DataObject) -> None:
+    """The vectorised path for unions of more than eight boxes (fancy-indexed blocks)."""
+    n = data.draw(st.integers(9, 24))
+    slabs = []
+    for _ in range(n):
+        lo = [data.draw(st.integers(0, s - 1)) for s in shape]
+        hi = [data.draw(st.integers(a + 1, s)) for a, s in zip(lo, shape)]
+        if data.draw(st.booleans()):  # full trailing dimensions, as fancy indexing gives
+            lo[1:] = [0] * (len(shape) - 1)
+            hi[1:] = list(shape[1:])
+        slabs.append(Hyperslab.box(lo, hi))
+    sel = Selection.union(shape, slabs, (sum(s.nelements() for s in slabs),))
+    itemsize = data.draw(st.sampled_from([1, 4, 8]))
+    lay = Contiguous(shape, itemsize, data.draw(st.integers(0, 4096)))
+    assert flatten(lay, sel) == flatten_reference(lay, sel)

@@ -300,7 +300,12 @@ def run_workload(w: Workload, model: Any, layout_dir: str) -> list[dict[str, Any
         real_o = _time_reads(lambda: h5py.File(w.path), w.dset, w.apply, files)
         real_p = _time_reads(lambda: ph5.File(w.path), w.dset, w.apply, files)
         cpu = decide_cpu / max(1, len(sels)) + record_cpu
-        layout = ",".join(sorted({p.label() for p in build})) or "original"
+        kinds: dict[str, int] = {}
+        for p in build:
+            label = p.kind if p.kind == "concat" else p.label()
+            kinds[label] = kinds.get(label, 0) + 1
+        layout = ", ".join(f"{k} x{n}" if n > 1 else k for k, n in sorted(kinds.items())) \
+            or "original"
         rows.append({
             "name": w.name, "layout": forced if forced != "auto" else f"auto: {layout}",
             "original_s": original, "patio_s": patio_s,

@@ -284,6 +284,10 @@ def flatten(layout: Layout, selection: Selection) -> Extents:
         addr = _point_addresses(selection.points, shape, itemsize, chunk, addresses)
         addr = addr[addr >= 0]
         return _merge_consecutive(addr, np.full(len(addr), itemsize, dtype=np.int64))
+    if isinstance(layout, Contiguous) and len(selection.slabs) > 8 \
+            and all(s.is_box() for s in selection.slabs):
+        o, n = _box_union_runs(selection.slabs, shape, itemsize, layout.base)
+        return _merge_consecutive(o, n)
     offs, lens = [], []
     for slab in selection.slabs:
         if slab.nelements() == 0:
@@ -292,6 +296,44 @@ def flatten(layout: Layout, selection: Selection) -> Extents:
         offs.append(o)
         lens.append(n)
     return _merge_consecutive(np.concatenate(offs), np.concatenate(lens))
+
+
+def _box_union_runs(slabs: Sequence[Hyperslab], shape: tuple[int, ...], itemsize: int,
+                    base: int) -> tuple[np.ndarray, np.ndarray]:
+    """Runs of a union of boxes (e.g. fancy-indexed row blocks) in a contiguous layout,
+    vectorised over the boxes: a box is ``prod(extent[:k])`` runs of ``extent[k] x
+    prod(shape[k+1:])`` elements, ``k`` its last dimension narrower than the array;
+    boxes with the same ``k`` and ``extent[:k + 1]`` are computed together. Buffer order
+    (box by box) is restored at the end."""
+    d = len(shape)
+    strides = np.asarray(_row_major_strides(shape), np.int64)
+    lo = np.array([s.start for s in slabs], np.int64).reshape(len(slabs), d)
+    ext = np.array([s.extent() for s in slabs], np.int64).reshape(len(slabs), d)
+    keep = ext.prod(axis=1) > 0
+    idx_all = np.flatnonzero(keep)
+    partial = (ext != np.asarray(shape, np.int64)) | (lo != 0)
+    last = np.where(partial.any(axis=1), d - 1 - np.argmax(partial[:, ::-1], axis=1), 0)
+    offs, lens, order = [], [], []
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i in idx_all:
+        k = int(last[i])
+        groups.setdefault((k,) + tuple(ext[i, :k + 1]), []).append(int(i))
+    for key, members in groups.items():
+        k, outer = key[0], key[1:-1]
+        m = np.asarray(members)
+        run_len = int(ext[m[0], k]) * int(strides[k]) * itemsize
+        start = (lo[m] @ strides) * itemsize + base
+        if outer:
+            grids = np.meshgrid(*[np.arange(e, dtype=np.int64) for e in outer], indexing="ij")
+            rel = sum(g.ravel() * strides[j] for j, g in enumerate(grids)) * itemsize
+        else:
+            rel = np.zeros(1, np.int64)
+        offs.append((start[:, None] + rel[None, :]).ravel())
+        lens.append(np.full(len(m) * len(rel), run_len, np.int64))
+        order.append((m[:, None] * (1 << 32) + np.arange(len(rel))[None, :]).ravel())
+    off = np.concatenate(offs)
+    sort = np.argsort(np.concatenate(order), kind="stable")
+    return off[sort], np.concatenate(lens)[sort]
 
 
 def merge_sorted(extents: Extents) -> Extents:
