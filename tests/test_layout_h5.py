@@ -405,3 +405,26 @@ def test_parse_budget() -> None:
     for bad in ("", "x", "-5M", "12 apples"):
         with pytest.raises(ValueError):
             planner.parse_budget(bad)
+
+
+def test_a_repeated_selection_reuses_its_decision(tmp_path: Path) -> None:
+    p = tmp_path / "m.h5"
+    data = make_file(p, (64, 64))
+    kb = KnowledgeBase(p)
+    replicas.build(kb, str(p), "/a", "transposed", {"axes": [1, 0]})
+    kb.close()
+    with ph5.File(p) as f:
+        d = f._session.decider(f["a"]._d)
+        calls = []
+        real = d.candidates
+
+        def counting(sel: Selection, dtype: Any = None) -> Any:
+            calls.append(sel)
+            return real(sel, dtype)
+
+        d.candidates = counting  # type: ignore[method-assign]
+        for _ in range(3):
+            assert np.array_equal(f["a"][:, 5], data[:, 5])
+            assert np.array_equal(f["a"][2:3, 5], data[2:3, 5])
+            assert np.array_equal(f["a"][2, 5], data[2, 5])
+    assert len(calls) == 3  # one decision per distinct selection and result shape

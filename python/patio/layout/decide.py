@@ -20,6 +20,8 @@ Every plan returns exactly what h5py returns on the original for the same argume
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -66,6 +68,7 @@ class Decider:
         self._layouts: dict[int, Layout] = {}
         self._orig_layout: Layout | None = None
         self._ranges: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
+        self._memo: OrderedDict[tuple[str, str], Candidate] = OrderedDict()
 
     def layout_of(self, rep: Replica | None) -> Layout:
         if rep is None:
@@ -235,8 +238,30 @@ class Decider:
                          run_points, exts)
 
     def choose(self, sel: Selection, dtype: Any = None) -> Candidate:
-        """The cheapest eligible candidate (the original on ties)."""
+        """The cheapest eligible candidate (the original on ties). A selection read again
+        reuses its decision (the last :data:`MEMO` distinct selections are kept)."""
+        key = (str(np.dtype(dtype)) if dtype is not None else "", _selection_key(sel))
+        hit = self._memo.get(key)
+        if hit is not None:
+            self._memo.move_to_end(key)
+            return hit
         cands = self.candidates(sel, dtype)
         best = min(cands, key=lambda c: (c.seconds, c.replica is not None))
         best.saved = cands[0].seconds - best.seconds
+        self._memo[key] = best
+        if len(self._memo) > MEMO:
+            self._memo.popitem(last=False)
         return best
+
+
+#: Decisions remembered per dataset and open file.
+MEMO = 1024
+
+
+def _selection_key(sel: Selection) -> str:
+    """Identifies a selection with its result shape (equal keys read the same)."""
+    text = sel.to_json()
+    if sel.kind == "points":
+        assert sel.points is not None
+        text += hashlib.sha1(np.ascontiguousarray(sel.points).tobytes()).hexdigest()
+    return text
