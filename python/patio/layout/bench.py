@@ -314,6 +314,8 @@ def run_workload(w: Workload, model: Any, layout_dir: str) -> list[dict[str, Any
             "real_original_s": real_o, "real_patio_s": real_p,
             "overhead_real": cpu * len(sels) / real_p if real_p else 0.0,
             "cpu_ms_per_read": cpu * 1e3,
+            "record_ms_per_read": record_cpu * 1e3,
+            "decide_ms_per_read": decide_cpu / max(1, len(sels)) * 1e3,
             "clients": len(sels), "replicas": len(built), "replica_bytes": rep_bytes,
             "meta_bytes": meta_bytes, "chosen": chosen, "note": w.note,
         })
