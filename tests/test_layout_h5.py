@@ -105,6 +105,11 @@ def replica_setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 family[-1] = np.arange(0, shape[-1], 3)
                 replicas.build(kb, str(p), "/a", "concat",
                                {"axes": [nd - 1] + list(range(nd - 1))}, axes_sets=family)
+            # Two halves along axis 0: combined for requests that span both.
+            half = shape[0] // 2
+            for rows in (np.arange(0, half), np.arange(half, shape[0] - 1)):
+                replicas.build(kb, str(p), "/a", "concat",
+                               axes_sets=[rows] + [np.arange(n) for n in shape[1:]])
             pts = np.stack(np.unravel_index(np.arange(0, data.size, 3), shape), axis=1)
             replicas.build(kb, str(p), "/a", "concat", sel=Selection.from_points(shape, pts))
             kb.close()
@@ -428,3 +433,28 @@ def test_a_repeated_selection_reuses_its_decision(tmp_path: Path) -> None:
             assert np.array_equal(f["a"][2:3, 5], data[2:3, 5])
             assert np.array_equal(f["a"][2, 5], data[2, 5])
     assert len(calls) == 3  # one decision per distinct selection and result shape
+
+
+def test_several_replicas_combine_in_one_read(tmp_path: Path) -> None:
+    p = tmp_path / "two.h5"
+    data = make_file(p, (40, 30, 20))
+    kb = KnowledgeBase(p)
+    for rows in (np.arange(0, 20), np.arange(20, 35)):
+        replicas.build(kb, str(p), "/a", "concat",
+                       axes_sets=[rows, np.arange(30), np.arange(5, 15)])
+    reps = [replicas.Replica.load(r) for r in kb.replicas(state="ready")]
+    model, consts = device.load(kb)
+    with h5py.File(p) as f:
+        d = Decider(f["a"], reps, model, consts)
+        for args, tail in [((slice(None), slice(None), slice(5, 15)), True),
+                           ((slice(3, 30), slice(2, 9), slice(6, 14)), False)]:
+            sel, _ = h5sel.select(f["a"], args)
+            cands = {c.name: c for c in d.candidates(sel)}
+            combined = [c for n, c in cands.items() if n.startswith("combined(")]
+            assert len(combined) == 1
+            assert combined[0].name.endswith("+original)") == tail
+            assert np.array_equal(combined[0].run(), data[args])
+            assert np.array_equal(d.choose(sel).run(), data[args])
+    for r in reps:
+        r.close()
+    kb.close()

@@ -13,7 +13,9 @@ that can be computed exactly):
   positions), and splits a request that leaves the replica along one axis only (the
   replica's part plus the remainder from the original);
 * a ``concat`` replica of points serves the request's points it holds and, when some
-  are missing, splits with the original.
+  are missing, splits with the original;
+* several ``concat`` replicas that each hold a product request along all axes but one
+  are combined, greedily, with the original for what none holds.
 
 Every plan returns exactly what h5py returns on the original for the same arguments.
 """
@@ -47,10 +49,14 @@ class Candidate:
     extents: list[Extents] = field(default_factory=list)
     #: Modelled seconds saved against the original (set by :meth:`Decider.choose`).
     saved: float = 0.0
+    #: Where each entry of ``extents`` comes from, for plans of several parts.
+    parts: list[Replica | None] | None = None
 
     @property
     def sources(self) -> list[Replica | None]:
         """The copy each entry of ``extents`` is read from (None: the original)."""
+        if self.parts is not None:
+            return self.parts
         if self.replica is None:
             return [None]
         return [self.replica, None] if self.name.endswith("+original") else [self.replica]
@@ -105,7 +111,80 @@ class Decider:
                 continue
             if cand is not None:
                 out.append(cand)
+        if axes is not None:
+            combined = self._combined(sel, axes, [r for r in self.replicas if
+                                                  r.axes_sets is not None and
+                                                  self._may_hold(r, sel, lo, hi)], dtype)
+            if combined is not None:
+                out.append(combined)
         return out
+
+    def _combined(self, sel: Selection, axes: list[np.ndarray], reps: list[Replica],
+                  dtype: Any) -> Candidate | None:
+        """Several concatenated replicas (and the original for what none holds) serving
+        one product request that they cover along one axis between them: greedily, the
+        replica holding most of what is still missing first. The cheapest such plan over
+        the axes, or None when no axis has two replicas to combine."""
+        best: Candidate | None = None
+        for k in range(len(axes)):
+            usable = [r for r in reps if len(r.axes_sets or []) == len(axes) and all(
+                np.isin(axes[j], r.axes_sets[j], assume_unique=True).all()  # type: ignore[index]
+                for j in range(len(axes)) if j != k)]
+            if len(usable) < 2:
+                continue
+            missing = np.ones(len(axes[k]), bool)
+            chosen: list[tuple[Replica, np.ndarray]] = []
+            while usable and missing.any():
+                gains = [missing & np.isin(axes[k], r.axes_sets[k], assume_unique=True)  # type: ignore[index]
+                         for r in usable]
+                i = int(np.argmax([g.sum() for g in gains]))
+                if not gains[i].any():
+                    break
+                chosen.append((usable.pop(i), gains[i]))
+                missing &= ~gains[i]
+            if len(chosen) < 2:
+                continue
+            parts: list[tuple[Replica | None, Selection]] = []
+            plans: list[tuple[Replica | None, np.ndarray, Selection, tuple[int, ...]]] = []
+            for rep, mask in chosen:
+                sets = rep.axes_sets
+                assert sets is not None
+                pos = [np.searchsorted(s_, a) for s_, a in zip(sets, axes)]
+                pos[k] = np.searchsorted(sets[k], axes[k][mask])
+                sub = product(tuple(len(s_) for s_ in sets), pos)
+                parts.append((rep, sub.permuted(rep.perm or tuple(range(len(sets))))))
+                plans.append((rep, mask, sub, rep.perm or tuple(range(len(sets)))))
+            if missing.any():
+                rest = list(axes)
+                rest[k] = axes[k][missing]
+                orig_sel = product(tuple(self.original.shape), rest)
+                parts.append((None, orig_sel))
+                plans.append((None, missing, orig_sel, ()))
+            secs, exts = self._seconds(parts)
+            if best is not None and secs >= best.seconds:
+                continue
+            shape = tuple(len(a) for a in axes)
+
+            def run(plans: Any = plans, k: int = k, shape: Any = shape) -> np.ndarray:
+                out: np.ndarray | None = None
+                for rep, mask, sub, perm in plans:
+                    got = (read(self.original, sub, dtype) if rep is None else
+                           read_permuted(rep.dataset(), sub, perm, dtype))
+                    assert got is not None
+                    if out is None:
+                        out = np.empty(shape, dtype=got.dtype)
+                    index: list[Any] = [slice(None)] * len(shape)
+                    index[k] = np.flatnonzero(mask)
+                    out[tuple(index)] = got.reshape(
+                        tuple(int(mask.sum()) if j == k else n for j, n in enumerate(shape)))
+                assert out is not None
+                return out.reshape(sel.out_shape)
+
+            ids = "+".join(f"#{rep.row.id}" for rep, _ in chosen)
+            name = f"combined({ids}{'+original' if missing.any() else ''})"
+            best = Candidate(name, chosen[0][0], secs, run, exts,
+                             parts=[rep for rep, _ in parts])
+        return best
 
     def _may_hold(self, rep: Replica, sel: Selection, lo: np.ndarray, hi: np.ndarray) -> bool:
         """Coarse pruning by bounding boxes (the thesis' per-dataset range catalogue):
