@@ -16,6 +16,8 @@ HELPERS = {
     "plot": "patio.plot",
     "layout": "patio.layout.cli",
     "bench-layout": "patio.layout.bench",
+    "amr": "patio.amr.cli",
+    "bench-amr": "patio.amr.bench",
 }
 
 

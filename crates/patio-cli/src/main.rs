@@ -30,6 +30,8 @@ struct Cli {
 enum Command {
     /// Report the access pattern of every stream of a trace (.darshan, .csv or native .ptrace).
     Analyze(analyze::Args),
+    /// AMR (Chombo) box layouts: `amr inspect|advise|reorder|read` (see `patio amr --help`).
+    Amr(python::Passthrough),
     /// Benchmarks: pattern map vs extent table, detector throughput, index compression.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -60,6 +62,7 @@ fn exit_code(result: anyhow::Result<u8>) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Amr(args) => return exit_code(python::exec_helper("amr", &args)),
         Command::Analyze(args) => analyze::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Container(cmd) => container::run(cmd),

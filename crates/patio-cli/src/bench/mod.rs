@@ -67,6 +67,17 @@ pub enum BenchCommand {
     /// HDF5 layout replicas vs the original read the best way h5py allows, under the
     /// striped storage model (see `patio bench layout --help`).
     Layout(crate::python::Passthrough),
+    /// AMR box layouts: region reads under original, Morton, Hilbert and cluster orders
+    /// over the striped storage model (see `patio bench amr --help`).
+    Amr(crate::python::Passthrough),
+}
+
+/// A benchmark implemented in Python: exits as it exits.
+fn python_bench(name: &str, args: &crate::python::Passthrough) -> Result<()> {
+    match crate::python::exec_helper(name, args)? {
+        0 => Ok(()),
+        code => std::process::exit(code.into()),
+    }
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -85,10 +96,8 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Compress { json } => compress::run(json),
         BenchCommand::Prefetch(args) => prefetch::run(args),
         BenchCommand::Container(args) => container::run(args),
-        BenchCommand::Layout(args) => match crate::python::exec_helper("bench-layout", &args)? {
-            0 => Ok(()),
-            code => std::process::exit(code.into()),
-        },
+        BenchCommand::Layout(args) => python_bench("bench-layout", &args),
+        BenchCommand::Amr(args) => python_bench("bench-amr", &args),
     }
 }
 
