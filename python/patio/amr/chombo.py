@@ -303,6 +303,9 @@ def _tmp_path(dst: str) -> str:
     d = os.path.dirname(os.path.abspath(dst))
     fd, tmp = tempfile.mkstemp(prefix=".patio-amr-", suffix=".tmp", dir=d)
     os.close(fd)
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o666 & ~mask)
     return tmp
 
 
