@@ -283,8 +283,10 @@ def box_values(level: Level, flat: np.ndarray, k: int, interior: bool = True) ->
     arr = arr.transpose((0,) + tuple(range(arr.ndim - 1, 0, -1)))
     if interior and np.any(level.ghost):
         g = level.ghost
-        arr = arr[(slice(None),) + tuple(slice(int(x), int(x) + int(e)) for x, e in
-                                         zip(g, level.extent[k]))]
+        arr = arr[
+            (slice(None),)
+            + tuple(slice(int(x), int(x) + int(e)) for x, e in zip(g, level.extent[k]))
+        ]
     return arr
 
 
@@ -358,8 +360,12 @@ def _copy_attrs(a: h5py.HLObject, b: h5py.HLObject) -> None:
 def _like(g_out: h5py.Group, name: str, src: h5py.Dataset, data: np.ndarray) -> None:
     kw: dict[str, Any] = {}
     if src.chunks is not None and data.size:
-        kw = {"chunks": True, "compression": src.compression,
-              "compression_opts": src.compression_opts, "shuffle": src.shuffle}
+        kw = {
+            "chunks": True,
+            "compression": src.compression,
+            "compression_opts": src.compression_opts,
+            "shuffle": src.shuffle,
+        }
     ds = g_out.create_dataset(name, data=data, dtype=src.dtype, **kw)
     _copy_attrs(src, ds)
 

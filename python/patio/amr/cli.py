@@ -62,8 +62,9 @@ def describe(hier: Hierarchy) -> dict[str, Any]:
 
 
 def _tmp_for(dst: str) -> str:
-    fd, tmp = tempfile.mkstemp(prefix=".patio-amr-", suffix=".tmp",
-                               dir=os.path.dirname(os.path.abspath(dst)))
+    fd, tmp = tempfile.mkstemp(
+        prefix=".patio-amr-", suffix=".tmp", dir=os.path.dirname(os.path.abspath(dst))
+    )
     os.close(fd)
     mask = os.umask(0)
     os.umask(mask)
@@ -94,8 +95,16 @@ def plot(hier: Hierarchy, out: str) -> None:
     fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 4.2), squeeze=False)
     for ax, lev in zip(axes[0], hier.levels):
         for lo, hi in zip(lev.lo, lev.hi):
-            ax.add_patch(Rectangle((lo[0], lo[1]), hi[0] - lo[0] + 1, hi[1] - lo[1] + 1,
-                                   fill=False, lw=0.5, color="0.4"))
+            ax.add_patch(
+                Rectangle(
+                    (lo[0], lo[1]),
+                    hi[0] - lo[0] + 1,
+                    hi[1] - lo[1] + 1,
+                    fill=False,
+                    lw=0.5,
+                    color="0.4",
+                )
+            )
         c = (lev.lo + lev.hi + 1) / 2.0
         ax.plot(c[:, 0], c[:, 1], "-", lw=0.7, color="tab:red")
         ax.set_xlim(lev.domain_lo[0], lev.domain_hi[0] + 1)
@@ -139,8 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s = sub.add_parser("read", help="read a region (level 0 indices, inclusive) across levels")
     s.add_argument("file")
-    s.add_argument("--region", nargs=2, required=True, metavar=("LO", "HI"),
-                   help="comma-separated level-0 cell indices, e.g. 0,0 15,15")
+    s.add_argument(
+        "--region",
+        nargs=2,
+        required=True,
+        metavar=("LO", "HI"),
+        help="comma-separated level-0 cell indices, e.g. 0,0 15,15",
+    )
     s.add_argument("--level", type=int)
     s.add_argument("-o", "--output", help=".npy (one level) or an .npz archive (all levels)")
     return p
@@ -156,9 +170,11 @@ def _inspect(a: argparse.Namespace) -> int:
         return 0
     print(f"{hier.path}: {hier.dim}-D, {len(hier.levels)} levels, {hier.ncomp} components")
     for lv in info["levels"]:
-        print(f"  level {lv['level']}: {lv['boxes']} boxes, {lv['cells']} cells, "
-              f"{lv['bytes']} bytes, mean box {lv['box_bytes_mean']:.0f} B, "
-              f"adjacent successors {lv['adjacent_successors']:.0%}")
+        print(
+            f"  level {lv['level']}: {lv['boxes']} boxes, {lv['cells']} cells, "
+            f"{lv['bytes']} bytes, mean box {lv['box_bytes_mean']:.0f} B, "
+            f"adjacent successors {lv['adjacent_successors']:.0%}"
+        )
     return 0
 
 
@@ -170,8 +186,10 @@ def _advise(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps(res))
         return 0
-    print(f"{hier.path}: level {res['level']}, {res['queries']} sampled queries, "
-          f"{a.store} store model")
+    print(
+        f"{hier.path}: level {res['level']}, {res['queries']} sampled queries, "
+        f"{a.store} store model"
+    )
     base = res["costs"]["original"]
     for name, cost in res["costs"].items():
         rel = f"{cost / base:.2f}x original" if base > 0 else ""
@@ -193,8 +211,10 @@ def _reorder(a: argparse.Namespace) -> int:
         return 0
     print(f"{a.output}: layout {res['layout']} (chosen by {res['chosen_by']})")
     for lv in res["levels"]:
-        print(f"  level {lv['level']}: {lv['boxes']} boxes, jumps on sampled queries "
-              f"{lv['jumps_before']} -> {lv['jumps_after']}")
+        print(
+            f"  level {lv['level']}: {lv['boxes']} boxes, jumps on sampled queries "
+            f"{lv['jumps_before']} -> {lv['jumps_after']}"
+        )
     return 0
 
 
@@ -204,9 +224,12 @@ def _read(a: argparse.Namespace) -> int:
     levels = None if a.level is None else [a.level]
     parts = read_region(a.file, hier, lo, hi, levels)
     for part in parts:
-        print(f"level {part.level}: region {part.lo.tolist()}..{part.hi.tolist()}, "
-              f"{part.boxes.size} boxes in {part.extents} reads, values {list(part.values.shape)}")
+        print(
+            f"level {part.level}: region {part.lo.tolist()}..{part.hi.tolist()}, "
+            f"{part.boxes.size} boxes in {part.extents} reads, values {list(part.values.shape)}"
+        )
     if a.output:
+
         def write(tmp: str) -> None:
             with open(tmp, "wb") as fh:
                 if len(parts) == 1:

@@ -190,7 +190,10 @@ def query_costs(
 
 
 def total_jumps(
-    model: StorageModel, level: Level, perm: np.ndarray, queries: list[tuple[np.ndarray, np.ndarray]]
+    model: StorageModel,
+    level: Level,
+    perm: np.ndarray,
+    queries: list[tuple[np.ndarray, np.ndarray]],
 ) -> int:
     """Non-contiguous jumps (all categories, all targets) summed over ``queries``."""
     off = file_offsets(level, perm)

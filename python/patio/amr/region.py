@@ -60,8 +60,9 @@ def _check(hier: Hierarchy, lo: Sequence[int], hi: Sequence[int], levels: Sequen
             raise ChomboError(hier.path, f"no such level (file has {len(hier.levels)})", li)
 
 
-def _paste(out: np.ndarray, qlo: np.ndarray, qhi: np.ndarray, lev: Level, k: int,
-           vals: np.ndarray) -> None:
+def _paste(
+    out: np.ndarray, qlo: np.ndarray, qhi: np.ndarray, lev: Level, k: int, vals: np.ndarray
+) -> None:
     a = np.maximum(lev.lo[k], qlo)
     b = np.minimum(lev.hi[k], qhi)
     src = tuple(slice(int(x - y), int(z - y) + 1) for x, y, z in zip(a, lev.lo[k], b))
