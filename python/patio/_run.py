@@ -17,7 +17,6 @@ HELPERS = {
     "layout": "patio.layout.cli",
     "bench-layout": "patio.layout.bench",
     "amr": "patio.amr.cli",
-    "bench-amr": "patio.amr.bench",
 }
 
 
