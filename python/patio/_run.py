@@ -17,6 +17,7 @@ HELPERS = {
     "layout": "patio.layout.cli",
     "bench-layout": "patio.layout.bench",
     "amr": "patio.amr.cli",
+    "bench-amr": "patio.amr.bench",
 }
 
 

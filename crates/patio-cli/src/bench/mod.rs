@@ -67,6 +67,10 @@ pub enum BenchCommand {
     /// HDF5 layout replicas vs the original read the best way h5py allows, under the
     /// striped storage model (see `patio bench layout --help`).
     Layout(crate::python::Passthrough),
+    /// AMR box layouts (original, Morton, Hilbert, cluster) on synthetic BISICLES,
+    /// Chombo-benchmark and cylinder hierarchies under the striped storage model
+    /// (see `patio bench amr --help`).
+    Amr(crate::python::Passthrough),
 }
 
 /// A benchmark implemented in Python: exits as it exits.
@@ -94,6 +98,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Prefetch(args) => prefetch::run(args),
         BenchCommand::Container(args) => container::run(args),
         BenchCommand::Layout(args) => python_bench("bench-layout", &args),
+        BenchCommand::Amr(args) => python_bench("bench-amr", &args),
     }
 }
 
