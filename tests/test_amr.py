@@ -173,7 +173,8 @@ def test_curves_against_reference(dim: int, size: int, grid: int, keep: float, s
     }
     for curve, codes in refs.items():
         want = sorted(range(len(cells)), key=lambda k: (codes[k], k))
-        got = curve_order(lo, hi, curve, domain_lo=np.zeros(dim, np.int64))
+        got = curve_order(lo, hi, curve, domain_lo=np.zeros(dim, np.int64),
+                          domain_hi=np.full(dim, grid * size - 1, np.int64))
         assert got.tolist() == want
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from patio._native import StorageModel
+from patio.amr import reorder
 from patio.amr.chombo import Hierarchy
 from patio.amr.model import (
     Weights,
@@ -55,10 +56,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def level_orders(hier: Hierarchy, layout: str, rpc: int) -> list[np.ndarray]:
-    return [
-        order_boxes(lev.lo, lev.hi, lev.box_bytes, layout, lev.domain_lo, rpc)
-        for lev in hier.levels
-    ]
+    """Every level's permutation, in level order."""
+    return list(reorder.level_orders(hier, layout, rpc).values())
 
 
 def level_bases(hier: Hierarchy) -> list[int]:
@@ -183,7 +182,8 @@ def ordering_times(model: StorageModel, reps: int = 3) -> list[dict[str, Any]]:
             ts = []
             for _ in range(reps):
                 t = time.perf_counter()
-                order_boxes(lev.lo, lev.hi, lev.box_bytes, layout, lev.domain_lo, rpc)
+                order_boxes(lev.lo, lev.hi, lev.box_bytes, layout, lev.domain_lo, rpc,
+                        lev.domain_hi)
                 ts.append(time.perf_counter() - t)
             out.append({"boxes": lev.n, "layout": layout, "seconds": float(np.median(ts))})
     return out

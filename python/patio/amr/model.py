@@ -232,7 +232,7 @@ def advise(
     qs = sample_queries(lev, nq, rng)
     rpc = int(model.params()["rpc_size"])
     perms = {
-        name: order_boxes(lev.lo, lev.hi, lev.box_bytes, name, lev.domain_lo, rpc)
+        name: order_boxes(lev.lo, lev.hi, lev.box_bytes, name, lev.domain_lo, rpc, lev.domain_hi)
         for name in LAYOUTS
     }
     costs = query_costs(model, w, lev, perms, qs)

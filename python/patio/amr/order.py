@@ -119,14 +119,23 @@ def virtual_units(
 
 
 def curve_order(
-    lo: np.ndarray, hi: np.ndarray, curve: str, domain_lo: np.ndarray | None = None
+    lo: np.ndarray, hi: np.ndarray, curve: str, domain_lo: np.ndarray | None = None,
+    domain_hi: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Boxes sorted by the Morton or Hilbert index of their virtual-grid unit."""
+    """Boxes sorted by the Morton or Hilbert index of their virtual-grid unit. The curve
+    spans the virtual grid of the whole domain (``domain_hi`` inclusive) when it is given
+    - a Hilbert order depends on the curve's size, so the same boxes in the same domain
+    get the same order whichever boxes happen to exist - else the boxes' extent."""
     lo = np.asarray(lo, np.int64)
     if lo.shape[0] == 0:
         return np.zeros(0, dtype=np.int64)
-    units, _ = virtual_units(lo, hi, domain_lo)
-    bits = grid_bits(tuple(int(g) + 1 for g in units.max(axis=0)))
+    units, unit = virtual_units(lo, hi, domain_lo)
+    grid = units.max(axis=0) + 1
+    if domain_hi is not None:
+        base = lo.min(axis=0) if domain_lo is None else np.minimum(np.asarray(domain_lo),
+                                                                  lo.min(0))
+        grid = np.maximum(grid, (np.asarray(domain_hi, np.int64) - base) // unit + 1)
+    bits = grid_bits(tuple(int(g) for g in grid))
     enc = {"morton": morton_encode, "hilbert": hilbert_encode}[curve]
     code = enc(units, bits)
     return np.lexsort((np.arange(lo.shape[0]), code)).astype(np.int64)
@@ -273,13 +282,14 @@ def order_boxes(
     layout: str,
     domain_lo: np.ndarray | None = None,
     threshold: int = RPC_SIZE,
+    domain_hi: np.ndarray | None = None,
 ) -> np.ndarray:
     """The permutation of one level's boxes under ``layout`` (one of :data:`LAYOUTS`)."""
     n = np.asarray(lo).shape[0]
     if layout == "original":
         return np.arange(n, dtype=np.int64)
     if layout in ("morton", "hilbert"):
-        return curve_order(lo, hi, layout, domain_lo)
+        return curve_order(lo, hi, layout, domain_lo, domain_hi)
     if layout == "cluster":
         return cluster_order(lo, hi, nbytes, threshold)[0]
     raise ValueError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS)}")

@@ -25,7 +25,7 @@ REPORT_QUERIES = 64
 def level_orders(hier: Hierarchy, layout: str, rpc: int) -> dict[int, np.ndarray]:
     """The permutation of every level under ``layout``."""
     return {
-        lev.index: order_boxes(lev.lo, lev.hi, lev.box_bytes, layout, lev.domain_lo, rpc)
+        lev.index: order_boxes(lev.lo, lev.hi, lev.box_bytes, layout, lev.domain_lo, rpc, lev.domain_hi)
         for lev in hier.levels
     }
 
