@@ -28,17 +28,10 @@ from test_cli import patio_binary
 REPO = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
-pytestmark = pytest.mark.filterwarnings("ignore::patio.h5.LayoutWarning")
-
-
-
-
-@pytest.fixture(autouse=True)
-def layout_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test keeps its knowledge bases in its own directory."""
-    d = tmp_path / "kb"
-    monkeypatch.setenv("PATIO_LAYOUT_DIR", str(d))
-    return d
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::patio.h5.LayoutWarning"),
+    pytest.mark.usefixtures("layout_dir"),
+]
 
 
 def layout(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

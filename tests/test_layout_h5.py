@@ -25,14 +25,10 @@ from patio.layout.decide import Decider
 from patio.layout.kb import KnowledgeBase, KnowledgeBaseError
 from patio.layout.selection import Selection
 
-pytestmark = pytest.mark.filterwarnings("ignore::patio.h5.LayoutWarning")
-
-
-@pytest.fixture(autouse=True)
-def layout_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "kb"
-    monkeypatch.setenv("PATIO_LAYOUT_DIR", str(d))
-    return d
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::patio.h5.LayoutWarning"),
+    pytest.mark.usefixtures("layout_dir"),
+]
 
 
 def make_file(path: Path, shape: tuple[int, ...], chunks: Any = None, dtype: str = "f8",
