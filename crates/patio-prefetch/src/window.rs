@@ -1,0 +1,178 @@
+//! A readahead window for near-sequential reads: the part of the `pattern` policy
+//! that covers data the online analyzer cannot name request by request (archive
+//! entries of unknown length, a reader with a second, lagging cursor, streams too
+//! short to confirm a pattern).
+//!
+//! It opens exactly where Linux-like readahead ([`crate::policy::Readahead`]) opens
+//! one — on a read that starts where the previous one ended, or at offset 0 as the
+//! first read — with the same sizes: the first window `max(initial, 2·len)` right
+//! after the read, then twice the last one (up to `max`) each time a read reaches the
+//! last window. Unlike readahead, a run is not reset by every read that is not
+//! strictly sequential:
+//!
+//! * a read inside the run's span — from one window size before the run's first read
+//!   to one window size past the last window — keeps the run alive: small forward
+//!   skips and back-fills behind the frontier (a lagging cursor) are part of it;
+//! * a read outside the span is a strike; the run ends at the second strike in a row,
+//!   or at once when the read outside starts a sequential run of its own.
+//!
+//! So on a strictly sequential stream the windows are readahead's; the tolerance only
+//! changes what happens after irregular reads.
+
+use crate::policy::ReadaheadConfig;
+
+/// Strikes (reads outside the span, in a row) that end a run.
+const MAX_STRIKES: u8 = 2;
+
+/// The near-sequential run being followed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Run {
+    /// Lowest offset read in the run.
+    lo: u64,
+    /// The last window issued: `(start, size)`.
+    window: (u64, u64),
+    strikes: u8,
+}
+
+impl Run {
+    fn window_end(&self) -> u64 {
+        self.window.0.saturating_add(self.window.1)
+    }
+
+    /// Whether a read at `offset` belongs to the run.
+    fn spans(&self, offset: u64) -> bool {
+        let slack = self.window.1;
+        offset >= self.lo.saturating_sub(slack) && offset < self.window_end().saturating_add(slack)
+    }
+}
+
+/// Readahead windows with small-skip and back-fill tolerance.
+#[derive(Clone, Debug)]
+pub struct Window {
+    config: ReadaheadConfig,
+    prev_end: Option<u64>,
+    run: Option<Run>,
+}
+
+impl Window {
+    pub fn new(config: ReadaheadConfig) -> Self {
+        Window {
+            config,
+            prev_end: None,
+            run: None,
+        }
+    }
+
+    /// Whether a run is being followed.
+    pub fn active(&self) -> bool {
+        self.run.is_some()
+    }
+
+    /// Whether `offset` lies in what the run's windows covered, `[first read, end of
+    /// the last window)`.
+    pub fn covers(&self, offset: u64) -> bool {
+        self.run
+            .is_some_and(|r| offset >= r.lo && offset < r.window_end())
+    }
+
+    /// Cuts the last window at `stop` (where another predictor knows the contiguous
+    /// data ends); a window cut to nothing ends the run.
+    pub fn clip(&mut self, stop: u64) {
+        if let Some(run) = &mut self.run {
+            if stop <= run.window.0 {
+                self.run = None;
+            } else {
+                run.window.1 = run.window.1.min(stop - run.window.0);
+            }
+        }
+    }
+
+    /// Records one read; returns the window to issue now, `(start, size)`, if any.
+    pub fn observe(&mut self, offset: u64, len: u64) -> Option<(u64, u64)> {
+        let end = offset.saturating_add(len);
+        let sequential = self.prev_end.map_or(offset == 0, |p| p == offset);
+        self.prev_end = Some(end);
+        let spans = self.run.as_ref().is_some_and(|r| r.spans(offset));
+        if let (true, Some(run)) = (spans, self.run.as_mut()) {
+            run.strikes = 0;
+            run.lo = run.lo.min(offset);
+            // The read reached the last window: issue the next one.
+            if end > run.window.0 {
+                let size = (2 * run.window.1).min(self.config.max);
+                run.window = (run.window_end().max(end), size);
+                return Some(run.window);
+            }
+            return None;
+        }
+        if sequential {
+            let size = self.config.initial.max(2 * len).min(self.config.max);
+            let run = Run {
+                lo: offset,
+                window: (end, size),
+                strikes: 0,
+            };
+            self.run = Some(run);
+            return Some(run.window);
+        }
+        if let Some(run) = self.run.as_mut() {
+            run.strikes += 1;
+            if run.strikes >= MAX_STRIKES {
+                self.run = None;
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Policy, Readahead};
+
+    const K: u64 = 1 << 10;
+
+    #[test]
+    fn sequential_stream_gets_readaheads_windows() {
+        let mut w = Window::new(ReadaheadConfig::default());
+        let mut ra = Readahead::new(ReadaheadConfig::default());
+        for i in 0..200u64 {
+            let (o, l) = (i * 16 * K, 16 * K);
+            let ours = w.observe(o, l);
+            let theirs: Vec<(u64, u64)> = ra
+                .observe(o, l, 4)
+                .iter()
+                .map(|h| (h.offset, h.len))
+                .collect();
+            assert_eq!(ours.into_iter().collect::<Vec<_>>(), theirs, "read {i}");
+        }
+    }
+
+    #[test]
+    fn backfills_and_small_skips_keep_the_run() {
+        let mut w = Window::new(ReadaheadConfig::default());
+        assert_eq!(w.observe(0, K), Some((K, 128 * K)));
+        // Skip ahead inside the window, then back-fill behind the frontier.
+        assert!(
+            w.observe(8 * K, K).is_some(),
+            "entering the window issues the next"
+        );
+        assert!(w.observe(3 * K, K).is_none());
+        assert!(w.active());
+        // One far read is a strike; returning keeps the run.
+        assert!(w.observe(100 << 20, K).is_none());
+        assert!(w.active());
+        assert!(w.observe(10 * K, K).is_none());
+        // Two far reads in a row end it.
+        w.observe(100 << 20, K);
+        w.observe(200 << 20, K);
+        assert!(!w.active());
+    }
+
+    #[test]
+    fn strided_reads_open_nothing() {
+        let mut w = Window::new(ReadaheadConfig::default());
+        for i in 1..50u64 {
+            assert!(w.observe(i * 256 * K, 32 * K).is_none());
+        }
+    }
+}
