@@ -11,8 +11,9 @@
 //! strictly sequential:
 //!
 //! * a read inside the run's span — from one window size before the run's first read
-//!   to one window size past the last window — keeps the run alive: small forward
-//!   skips and back-fills behind the frontier (a lagging cursor) are part of it;
+//!   to a small skip (32 KiB or four requests) past the last window — keeps the run
+//!   alive: small forward skips and back-fills behind the frontier (a lagging cursor)
+//!   are part of it;
 //! * a read outside the span is a strike; the run ends at the second strike in a row,
 //!   or at once when the read outside starts a sequential run of its own.
 //!
@@ -21,6 +22,9 @@
 
 use crate::policy::ReadaheadConfig;
 
+/// A forward skip past the last window that still continues the run (at least;
+/// four request lengths when larger, at most the window).
+const SKIP: u64 = 32 << 10;
 /// Strikes (reads outside the span, in a row) that end a run.
 const MAX_STRIKES: u8 = 2;
 
@@ -39,10 +43,12 @@ impl Run {
         self.window.0.saturating_add(self.window.1)
     }
 
-    /// Whether a read at `offset` belongs to the run.
-    fn spans(&self, offset: u64) -> bool {
-        let slack = self.window.1;
-        offset >= self.lo.saturating_sub(slack) && offset < self.window_end().saturating_add(slack)
+    /// Whether a read at `offset` of `len` bytes belongs to the run: from one window
+    /// size before its first read to a small skip past its last window.
+    fn spans(&self, offset: u64, len: u64) -> bool {
+        let size = self.window.1;
+        let skip = SKIP.max(4 * len).min(size);
+        offset >= self.lo.saturating_sub(size) && offset <= self.window_end().saturating_add(skip)
     }
 }
 
@@ -92,7 +98,7 @@ impl Window {
         let end = offset.saturating_add(len);
         let sequential = self.prev_end.map_or(offset == 0, |p| p == offset);
         self.prev_end = Some(end);
-        let spans = self.run.as_ref().is_some_and(|r| r.spans(offset));
+        let spans = self.run.as_ref().is_some_and(|r| r.spans(offset, len));
         if let (true, Some(run)) = (spans, self.run.as_mut()) {
             run.strikes = 0;
             run.lo = run.lo.min(offset);
