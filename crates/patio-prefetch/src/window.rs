@@ -28,102 +28,118 @@ const SKIP: u64 = 32 << 10;
 /// Strikes (reads outside the span, in a row) that end a run.
 const MAX_STRIKES: u8 = 2;
 
-/// The near-sequential run being followed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Run {
-    /// Lowest offset read in the run.
-    lo: u64,
-    /// The last window issued: `(start, size)`.
-    window: (u64, u64),
-    strikes: u8,
-}
-
-impl Run {
-    fn window_end(&self) -> u64 {
-        self.window.0.saturating_add(self.window.1)
-    }
-
-    /// Whether a read at `offset` of `len` bytes belongs to the run: from one window
-    /// size before its first read to a small skip past its last window.
-    fn spans(&self, offset: u64, len: u64) -> bool {
-        let size = self.window.1;
-        let skip = SKIP.max(4 * len).min(size);
-        offset >= self.lo.saturating_sub(size) && offset <= self.window_end().saturating_add(skip)
-    }
-}
-
-/// Readahead windows with small-skip and back-fill tolerance.
+/// Readahead windows with small-skip and back-fill tolerance (32 B).
 #[derive(Clone, Debug)]
 pub struct Window {
-    config: ReadaheadConfig,
-    prev_end: Option<u64>,
-    run: Option<Run>,
+    /// End of the previous read (`u64::MAX` before the first).
+    prev_end: u64,
+    /// The run followed (when `active`): the lowest offset read in it, and the last
+    /// window issued, `[start, start + size)`.
+    lo: u64,
+    start: u64,
+    size: u32,
+    /// Reads outside the run in a row.
+    strikes: u8,
+    active: bool,
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Window {
-    pub fn new(config: ReadaheadConfig) -> Self {
+    /// Readahead's default sizes ([`ReadaheadConfig::default`]).
+    pub fn new() -> Self {
         Window {
-            config,
-            prev_end: None,
-            run: None,
+            prev_end: u64::MAX,
+            lo: 0,
+            start: 0,
+            size: 0,
+            strikes: 0,
+            active: false,
         }
     }
 
     /// Whether a run is being followed.
     pub fn active(&self) -> bool {
-        self.run.is_some()
+        self.active
+    }
+
+    fn window_end(&self) -> u64 {
+        self.start.saturating_add(self.size as u64)
+    }
+
+    /// Whether the previous read ended at `offset` (or, before any read, `offset` is
+    /// 0).
+    pub fn continues(&self, offset: u64) -> bool {
+        if self.prev_end == u64::MAX {
+            offset == 0
+        } else {
+            self.prev_end == offset
+        }
+    }
+
+    /// Whether a read at `offset` of `len` bytes belongs to the run: from one window
+    /// size before its first read to a small skip past its last window.
+    fn spans(&self, offset: u64, len: u64) -> bool {
+        let size = self.size as u64;
+        let skip = SKIP.max(4 * len).min(size);
+        self.active
+            && offset >= self.lo.saturating_sub(size)
+            && offset <= self.window_end().saturating_add(skip)
     }
 
     /// Whether `offset` lies in what the run's windows covered, `[first read, end of
     /// the last window)`.
     pub fn covers(&self, offset: u64) -> bool {
-        self.run
-            .is_some_and(|r| offset >= r.lo && offset < r.window_end())
+        self.active && offset >= self.lo && offset < self.window_end()
     }
 
     /// Cuts the last window at `stop` (where another predictor knows the contiguous
     /// data ends); a window cut to nothing ends the run.
     pub fn clip(&mut self, stop: u64) {
-        if let Some(run) = &mut self.run {
-            if stop <= run.window.0 {
-                self.run = None;
-            } else {
-                run.window.1 = run.window.1.min(stop - run.window.0);
-            }
+        if !self.active {
+            return;
+        }
+        if stop <= self.start {
+            self.active = false;
+        } else {
+            self.size = self
+                .size
+                .min((stop - self.start).min(u32::MAX as u64) as u32);
         }
     }
 
     /// Records one read; returns the window to issue now, `(start, size)`, if any.
     pub fn observe(&mut self, offset: u64, len: u64) -> Option<(u64, u64)> {
+        let config = ReadaheadConfig::default();
         let end = offset.saturating_add(len);
-        let sequential = self.prev_end.map_or(offset == 0, |p| p == offset);
-        self.prev_end = Some(end);
-        let spans = self.run.as_ref().is_some_and(|r| r.spans(offset, len));
-        if let (true, Some(run)) = (spans, self.run.as_mut()) {
-            run.strikes = 0;
-            run.lo = run.lo.min(offset);
+        let sequential = self.continues(offset);
+        self.prev_end = end;
+        if self.spans(offset, len) {
+            self.strikes = 0;
+            self.lo = self.lo.min(offset);
             // The read reached the last window: issue the next one.
-            if end > run.window.0 {
-                let size = (2 * run.window.1).min(self.config.max);
-                run.window = (run.window_end().max(end), size);
-                return Some(run.window);
+            if end > self.start {
+                let size = (2 * self.size as u64).min(config.max);
+                self.start = self.window_end().max(end);
+                self.size = size as u32;
+                return Some((self.start, size));
             }
             return None;
         }
         if sequential {
-            let size = self.config.initial.max(2 * len).min(self.config.max);
-            let run = Run {
-                lo: offset,
-                window: (end, size),
-                strikes: 0,
-            };
-            self.run = Some(run);
-            return Some(run.window);
+            let size = config.initial.max(2 * len).min(config.max);
+            (self.lo, self.start, self.size) = (offset, end, size as u32);
+            (self.strikes, self.active) = (0, true);
+            return Some((end, size));
         }
-        if let Some(run) = self.run.as_mut() {
-            run.strikes += 1;
-            if run.strikes >= MAX_STRIKES {
-                self.run = None;
+        if self.active {
+            self.strikes += 1;
+            if self.strikes >= MAX_STRIKES {
+                self.active = false;
             }
         }
         None
@@ -139,7 +155,7 @@ mod tests {
 
     #[test]
     fn sequential_stream_gets_readaheads_windows() {
-        let mut w = Window::new(ReadaheadConfig::default());
+        let mut w = Window::new();
         let mut ra = Readahead::new(ReadaheadConfig::default());
         for i in 0..200u64 {
             let (o, l) = (i * 16 * K, 16 * K);
@@ -155,7 +171,7 @@ mod tests {
 
     #[test]
     fn backfills_and_small_skips_keep_the_run() {
-        let mut w = Window::new(ReadaheadConfig::default());
+        let mut w = Window::new();
         assert_eq!(w.observe(0, K), Some((K, 128 * K)));
         // Skip ahead inside the window, then back-fill behind the frontier.
         assert!(
@@ -176,9 +192,10 @@ mod tests {
 
     #[test]
     fn strided_reads_open_nothing() {
-        let mut w = Window::new(ReadaheadConfig::default());
+        let mut w = Window::new();
         for i in 1..50u64 {
             assert!(w.observe(i * 256 * K, 32 * K).is_none());
         }
+        assert_eq!(std::mem::size_of::<Window>(), 32);
     }
 }
