@@ -17,14 +17,16 @@
 //!    gets the expected body prefetched right after it, before the data read.
 //! 3. **Analyzer.** The analyzer's predictions, `depth` requests ahead, each with the
 //!    length learned to follow the previous one ([`crate::lengths::Lengths`]) instead
-//!    of the last request's.
+//!    of the last request's. Inside an open window of unstructured data, its
+//!    near-sequential continuation is left to the window (request-sized prefetches
+//!    ahead of the window would split the window's large backend requests).
 //!
 //! On a stream the analyzer follows as strided, kd-strided or phased data nothing
 //! reads sequentially, so no window opens and the hints are the analyzer's alone.
 
 use crate::lengths::Lengths;
 use crate::policy::{Hint, Policy};
-use crate::window::Window;
+use crate::window::{Window, SKIP};
 use patio_core::online::{Following, OnlineConfig, Predictor};
 
 /// Requests ahead the analyzer is asked for to see whether a jump ends a window early.
@@ -69,15 +71,21 @@ impl Pattern {
         &self.predictor
     }
 
-    /// Whether the analyzer follows a pattern other than contiguous data.
-    fn structured(&self) -> bool {
-        matches!(
+    /// Whether the analyzer follows a structured pattern (strided, kd-strided,
+    /// repeating deltas, composed phases) and, if so, where its predictions jump away
+    /// from the contiguous data after `end`; a "stride" of back-to-back requests that
+    /// jumps nowhere within [`JUMP_LOOKAHEAD`] predictions is contiguous data, left to
+    /// the window.
+    fn structure(&self, end: u64) -> Option<u64> {
+        let kind = matches!(
             self.predictor.following(),
             Following::Strided
                 | Following::KdStrided
                 | Following::RepeatingDeltas
                 | Following::Composed
-        )
+        );
+        kind.then(|| predicted_jump(&self.predictor.predict(JUMP_LOOKAHEAD), end))
+            .flatten()
     }
 }
 
@@ -110,17 +118,14 @@ impl Policy for Pattern {
         self.lengths.observe(len, self.window.continues(offset));
         let window = self.window.observe(offset, len);
         let end = offset.saturating_add(len);
-        let structured = self.structured();
+        let jump = self.structure(end);
+        let structured = jump.is_some();
         let mut hints = Vec::new();
+        if let Some(jump) = jump {
+            self.window.clip(jump);
+        }
         if let Some((start, size)) = window {
-            let mut stop = start.saturating_add(size);
-            if structured {
-                let ahead = self.predictor.predict(JUMP_LOOKAHEAD);
-                if let Some(jump) = predicted_jump(&ahead, end) {
-                    stop = stop.min(jump);
-                    self.window.clip(jump);
-                }
-            }
+            let stop = start.saturating_add(size).min(jump.unwrap_or(u64::MAX));
             if stop > start {
                 let reads = (stop - end).div_ceil(len.max(1));
                 hints.push(Hint::sure(start, stop - start, reads));
@@ -131,8 +136,19 @@ impl Policy for Pattern {
                 hints.push(Hint::new(end, body, BODY_CONFIDENCE, 1));
             }
         }
+        // Within a window, the analyzer's near-sequential continuation is left to the
+        // window: the window reads it in large requests, request-sized prefetches ahead
+        // of it would split it into small ones.
+        let mut near = (self.window.active() && !structured).then_some(end);
         let mut prev = len;
         for (p, k) in self.predictor.predict(depth).into_iter().zip(1..) {
+            if let Some(at) = near {
+                if p.offset >= at && p.offset - at <= SKIP || self.window.covers(p.offset) {
+                    near = Some(p.offset.saturating_add(p.len));
+                    continue;
+                }
+                near = None;
+            }
             let len = self.lengths.next_len(prev).unwrap_or(p.len);
             hints.push(Hint::new(p.offset, len, p.confidence, k));
             prev = len;
@@ -200,6 +216,17 @@ mod tests {
     }
 
     #[test]
+    fn sequential_reads_prefetch_in_windows_not_per_request() {
+        let mut p = Pattern::new();
+        let k = 1u64 << 10;
+        for i in 0..500u64 {
+            for h in p.observe(i * 64 * k, 64 * k, 16) {
+                assert!(h.len >= 128 * k, "read {i}: a request-sized hint {h:?}");
+            }
+        }
+    }
+
+    #[test]
     fn header_gets_its_body_before_the_data_read() {
         let mut p = Pattern::new();
         let mut last = Vec::new();
@@ -244,7 +271,7 @@ mod tests {
                     let theirs = analyzer_alone(&mut alone, o, l, 8);
                     // A first read at offset 0 opens a window, as readahead's does,
                     // until the analyzer has its pattern.
-                    confident |= p.structured();
+                    confident |= p.structure(o + l).is_some();
                     if confident || o > 0 && i == 0 {
                         assert_eq!(ours, theirs, "{name} seed {seed} request {i}");
                     }

@@ -24,7 +24,7 @@ use crate::policy::ReadaheadConfig;
 
 /// A forward skip past the last window that still continues the run (at least;
 /// four request lengths when larger, at most the window).
-const SKIP: u64 = 32 << 10;
+pub const SKIP: u64 = 32 << 10;
 /// Strikes (reads outside the span, in a row) that end a run.
 const MAX_STRIKES: u8 = 2;
 
