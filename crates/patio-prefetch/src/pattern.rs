@@ -17,16 +17,16 @@
 //!    gets the expected body prefetched right after it, before the data read.
 //! 3. **Analyzer.** The analyzer's predictions, `depth` requests ahead, each with the
 //!    length learned to follow the previous one ([`crate::lengths::Lengths`]) instead
-//!    of the last request's. Inside an open window of unstructured data, its
-//!    near-sequential continuation is left to the window (request-sized prefetches
-//!    ahead of the window would split the window's large backend requests).
+//!    of the last request's. Inside an open window of unstructured data, predictions
+//!    between the read and the end of the window after the last one are left to the
+//!    window (request-sized prefetches there would split its large requests).
 //!
 //! On a stream the analyzer follows as strided, kd-strided or phased data nothing
 //! reads sequentially, so no window opens and the hints are the analyzer's alone.
 
 use crate::lengths::Lengths;
 use crate::policy::{Hint, Policy};
-use crate::window::{Window, SKIP};
+use crate::window::Window;
 use patio_core::online::{Following, OnlineConfig, Predictor};
 
 /// Requests ahead the analyzer is asked for to see whether a jump ends a window early.
@@ -136,18 +136,17 @@ impl Policy for Pattern {
                 hints.push(Hint::new(end, body, BODY_CONFIDENCE, 1));
             }
         }
-        // Within a window, the analyzer's near-sequential continuation is left to the
-        // window: the window reads it in large requests, request-sized prefetches ahead
-        // of it would split it into small ones.
-        let mut near = (self.window.active() && !structured).then_some(end);
+        // Within a window, the analyzer's predictions between this read and the end of
+        // the window after the last one are left to the window: request-sized
+        // prefetches there would split its large backend requests. Predictions behind
+        // the read (back-fills) or past the windows stay.
+        let ahead = (!structured)
+            .then(|| self.window.ahead().map(|hi| (end, hi)))
+            .flatten();
         let mut prev = len;
         for (p, k) in self.predictor.predict(depth).into_iter().zip(1..) {
-            if let Some(at) = near {
-                if p.offset >= at && p.offset - at <= SKIP || self.window.covers(p.offset) {
-                    near = Some(p.offset.saturating_add(p.len));
-                    continue;
-                }
-                near = None;
+            if ahead.is_some_and(|(lo, hi)| p.offset >= lo && p.offset < hi) {
+                continue;
             }
             let len = self.lengths.next_len(prev).unwrap_or(p.len);
             hints.push(Hint::new(p.offset, len, p.confidence, k));

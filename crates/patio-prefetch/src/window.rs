@@ -97,6 +97,12 @@ impl Window {
         self.active && offset >= self.lo && offset < self.window_end()
     }
 
+    /// Where the window after the last one will end, while a run is followed.
+    pub fn ahead(&self) -> Option<u64> {
+        let next = (2 * self.size as u64).min(ReadaheadConfig::default().max);
+        self.active.then(|| self.window_end().saturating_add(next))
+    }
+
     /// Cuts the last window at `stop` (where another predictor knows the contiguous
     /// data ends); a window cut to nothing ends the run.
     pub fn clip(&mut self, stop: u64) {
