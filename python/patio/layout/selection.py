@@ -18,8 +18,9 @@ dataspaces lives in :mod:`patio.layout.h5sel`).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ class Hyperslab:
     block: tuple[int, ...]
 
     @staticmethod
-    def box(lo: Sequence[int], hi: Sequence[int]) -> "Hyperslab":
+    def box(lo: Sequence[int], hi: Sequence[int]) -> Hyperslab:
         """The box ``[lo, hi)`` (exclusive upper corner)."""
         n = len(lo)
         return Hyperslab(
@@ -73,7 +74,7 @@ class Hyperslab:
         s, st, c, b = self.start[axis], self.stride[axis], self.count[axis], self.block[axis]
         return (s + np.arange(c, dtype=np.int64)[:, None] * st + np.arange(b)[None, :]).ravel()
 
-    def normalized(self) -> "Hyperslab":
+    def normalized(self) -> Hyperslab:
         """The same elements with dense dimensions written as one block (count 1)."""
         start, stride, count, block = [], [], [], []
         for s, st, c, b in zip(self.start, self.stride, self.count, self.block):
@@ -87,7 +88,7 @@ class Hyperslab:
             block.append(b)
         return Hyperslab(tuple(start), tuple(stride), tuple(count), tuple(block))
 
-    def permuted(self, axes: Sequence[int]) -> "Hyperslab":
+    def permuted(self, axes: Sequence[int]) -> Hyperslab:
         """This hyperslab in an array whose dimension ``i`` is this one's ``axes[i]``."""
         return Hyperslab(
             tuple(self.start[a] for a in axes),
@@ -100,7 +101,7 @@ class Hyperslab:
         return [list(self.start), list(self.stride), list(self.count), list(self.block)]
 
     @staticmethod
-    def from_json(v: Sequence[Sequence[int]]) -> "Hyperslab":
+    def from_json(v: Sequence[Sequence[int]]) -> Hyperslab:
         return Hyperslab(*(tuple(int(x) for x in part) for part in v))
 
 
@@ -149,7 +150,7 @@ class Selection:
         )
 
     @staticmethod
-    def all(shape: Sequence[int]) -> "Selection":
+    def all(shape: Sequence[int]) -> Selection:
         return Selection.hyperslab(shape, Hyperslab.box((0,) * len(shape), shape))
 
     # -- properties --------------------------------------------------------------
@@ -160,7 +161,7 @@ class Selection:
     def nelements(self) -> int:
         if self.kind == "points":
             assert self.points is not None
-            return int(len(self.points))
+            return len(self.points)
         return sum(s.nelements() for s in self.slabs)
 
     def bounds(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -181,7 +182,7 @@ class Selection:
     def iter_slabs(self) -> Iterator[Hyperslab]:
         return iter(self.slabs)
 
-    def permuted(self, axes: Sequence[int]) -> "Selection":
+    def permuted(self, axes: Sequence[int]) -> Selection:
         """The selection in the transposed array ``np.transpose(a, axes)``."""
         shape = tuple(self.shape[a] for a in axes)
         if self.kind == "points":
@@ -226,7 +227,7 @@ class Selection:
         return json.dumps(d, separators=(",", ":"))
 
     @staticmethod
-    def from_json(text: str, points: np.ndarray | None = None) -> "Selection":
+    def from_json(text: str, points: np.ndarray | None = None) -> Selection:
         d = json.loads(text)
         shape = tuple(d["shape"])
         if d["kind"] == "points":
