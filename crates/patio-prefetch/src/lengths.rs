@@ -12,12 +12,12 @@
 //!   were (a decaying maximum): a header read whose entry's data follows it gets the
 //!   data prefetched with it, even though the data's length varies.
 //!
-//! Three entries of each table, bit-packed (40 B in all); the most
+//! Three successor entries and four body entries, bit-packed (48 B in all); the most
 //! recently used first.
 
 /// Entries of the successor table and of the body table.
 const PAIRS: usize = 3;
-const BODIES: usize = 3;
+const BODIES: usize = 4;
 /// Votes a successor length or a contiguous follower needs before it is used.
 const TRUSTED: u64 = 2;
 /// Longest body predicted after a short read.
@@ -65,7 +65,7 @@ impl Body {
     }
 }
 
-/// Learned request lengths of one stream (40 B).
+/// Learned request lengths of one stream (48 B).
 #[derive(Clone, Debug, Default)]
 pub struct Lengths {
     pairs: [Pair; PAIRS],
@@ -205,6 +205,6 @@ mod tests {
         l.observe(7, false);
         assert_eq!(l.next_len(100), Some(60));
         assert_eq!(l.next_len(7), None);
-        assert_eq!(std::mem::size_of::<Lengths>(), 40);
+        assert_eq!(std::mem::size_of::<Lengths>(), 48);
     }
 }
