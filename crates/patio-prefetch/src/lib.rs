@@ -7,6 +7,7 @@
 //! | module | role |
 //! |---|---|
 //! | [`policy`] | the [`Policy`] trait and `none`, `readahead`, `stride`, `pattern`, `oracle` |
+//! | [`pattern`] | the `pattern` policy: online analyzer, readahead windows ([`window`]) and learned lengths ([`lengths`]) |
 //! | [`markov`] | the Markov baseline (Oly & Reed), trainable and saved |
 //! | [`cache`] | prefetched ranges under one global byte budget; LRU; waste accounting |
 //! | [`backend`] | the slow store: `latency + bytes/bandwidth`, bounded concurrency, jitter, `O_DIRECT` |
@@ -22,11 +23,14 @@
 pub mod backend;
 pub mod cache;
 pub mod engine;
+pub mod lengths;
 pub mod markov;
+pub mod pattern;
 pub mod policy;
 pub mod replay;
 pub mod rng;
 pub mod striped;
+pub mod window;
 pub mod workloads;
 
 pub use backend::{DataFile, IoMode, SlowStore, StoreConfig};

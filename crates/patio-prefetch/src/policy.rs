@@ -7,7 +7,7 @@
 //! | `readahead` | Linux-like: sequential reads open a window of 128 KiB after the read; each time the reader enters the window the next one is issued at twice the size, up to a maximum; a non-sequential read resets it |
 //! | `stride` | Lustre-like: one constant forward stride, confirmed twice (four requests), then a few strides ahead |
 //! | `markov` | Oly & Reed: transition counts between fixed blocks, learned on an earlier run ([`crate::markov`]) |
-//! | `pattern` | patio-core's online analyzer ([`patio_core::online::Predictor`]) |
+//! | `pattern` | patio-core's online analyzer, with readahead windows on near-sequential runs and learned request lengths ([`crate::pattern`]) |
 //! | `oracle` | the stream's future requests, known in advance: the upper bound |
 //!
 //! The engine tells the policy how many requests ahead it wants (`depth`, adapted to
@@ -15,7 +15,7 @@
 //! with a window of their own (readahead) ignore `depth`.
 
 use crate::markov::Markov;
-use patio_core::online::{OnlineConfig, Predictor};
+pub use crate::pattern::Pattern;
 use std::sync::Arc;
 
 /// A range to prefetch.
@@ -342,68 +342,6 @@ impl Policy for Oracle {
     fn model_bytes(&self) -> usize {
         // The oracle's knowledge is the trace itself.
         self.future.len() * 16
-    }
-}
-
-/// `pattern`: patio-core's online analyzer. Predictions carry the analyzer's
-/// confidence, which falls after unpredicted requests, so the engine stops issuing
-/// when the stream stops matching.
-pub struct Pattern {
-    predictor: Predictor,
-}
-
-impl Pattern {
-    /// The analyzer's defaults: a history of 32 requests (larger arrays nest as
-    /// phases), 8 remembered bodies, 8 phases, 20 correlation entries.
-    pub fn config() -> OnlineConfig {
-        OnlineConfig::default()
-    }
-
-    pub fn new() -> Self {
-        Pattern {
-            predictor: Predictor::new(Self::config()),
-        }
-    }
-
-    /// A predictor that starts with the patterns saved by an earlier run.
-    pub fn load(bytes: &[u8]) -> Result<Self, String> {
-        Predictor::load(Self::config(), bytes)
-            .map(|predictor| Pattern { predictor })
-            .map_err(|e| format!("pattern model: {e}"))
-    }
-
-    pub fn predictor(&self) -> &Predictor {
-        &self.predictor
-    }
-}
-
-impl Default for Pattern {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Policy for Pattern {
-    fn name(&self) -> &'static str {
-        "pattern"
-    }
-
-    fn observe(&mut self, offset: u64, len: u64, depth: usize) -> Vec<Hint> {
-        self.predictor.observe(offset, len);
-        self.predictor
-            .predict(depth)
-            .into_iter()
-            .zip(1..)
-            .map(|(p, k)| Hint::new(p.offset, p.len, p.confidence, k))
-            .collect()
-    }
-
-    fn model_bytes(&self) -> usize {
-        self.predictor.model_bytes()
-    }
-
-    fn save(&self) -> Option<Vec<u8>> {
-        Some(self.predictor.save())
     }
 }
 
