@@ -277,14 +277,15 @@ def test_replica_files_are_plain_hdf5_in_curve_order(tmp_path: Path) -> None:
 
 BUILD_AND_WAIT = """
 import sys, time
+from patio import _files
 from patio.layout import replicas
 from patio.layout.kb import KnowledgeBase
-real = replicas._commit_file
+real = _files.commit
 def slow(tmp, final):
     print("writing", flush=True)
     time.sleep(30)
     real(tmp, final)
-replicas._commit_file = slow
+_files.commit = slow
 kb = KnowledgeBase(sys.argv[1])
 replicas.build(kb, sys.argv[1], "/a", "chunked", {"chunk": [16, 16]})
 """

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,8 @@ from typing import Any
 
 import h5py
 import numpy as np
+
+from patio import _files
 
 AXES = ("i", "j", "k")
 _PAIR = re.compile(r"^(?P<name>.*):datatype=(?P<n>\d+)$")
@@ -301,17 +302,8 @@ def read_box(
     return box_values(lev, flat, k, interior)
 
 
-def _tmp_path(dst: str) -> str:
-    d = os.path.dirname(os.path.abspath(dst))
-    fd, tmp = tempfile.mkstemp(prefix=".patio-amr-", suffix=".tmp", dir=d)
-    os.close(fd)
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(tmp, 0o666 & ~mask)
-    return tmp
-
-
-def _same_file(a: str, b: str) -> bool:
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file (by path when either does not exist)."""
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -327,29 +319,23 @@ def write_reordered(
     """Write ``dst``: ``src`` with level ``L``'s boxes in order ``perms[L]`` (new position
     ``p`` holds old box ``perms[L][p]``); levels missing from ``perms`` are copied as is."""
     s, d = str(src), str(dst)
-    if _same_file(s, d):
+    if same_file(s, d):
         raise ChomboError(s, "output path equals the input")
     hier = hier or read_hierarchy(s)
-    tmp = _tmp_path(d)
-    try:
-        with h5py.File(s, "r") as fi, h5py.File(tmp, "w") as fo:
-            _copy_attrs(fi, fo)
-            for name in fi:
-                m = re.fullmatch(r"level_(\d+)", name)
-                perm = None if m is None else perms.get(int(m.group(1)))
-                if perm is None:
-                    fi.copy(fi[name], fo, name=name)
-                    continue
-                lev = hier.levels[int(m.group(1))]
-                p = np.asarray(perm, dtype=np.int64)
-                if p.shape != (lev.n,) or not np.array_equal(np.sort(p), np.arange(lev.n)):
-                    raise ChomboError(s, "ordering is not a permutation of the boxes", lev.index)
-                _write_level(fi[name], fo, name, lev, p)
-        os.replace(tmp, d)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with _files.replacing(d, prefix=".patio-amr-") as tmp, h5py.File(s, "r") as fi, \
+            h5py.File(tmp, "w") as fo:
+        _copy_attrs(fi, fo)
+        for name in fi:
+            m = re.fullmatch(r"level_(\d+)", name)
+            perm = None if m is None else perms.get(int(m.group(1)))
+            if perm is None:
+                fi.copy(fi[name], fo, name=name)
+                continue
+            lev = hier.levels[int(m.group(1))]
+            p = np.asarray(perm, dtype=np.int64)
+            if p.shape != (lev.n,) or not np.array_equal(np.sort(p), np.arange(lev.n)):
+                raise ChomboError(s, "ordering is not a permutation of the boxes", lev.index)
+            _write_level(fi[name], fo, name, lev, p)
 
 
 def _copy_attrs(a: h5py.HLObject, b: h5py.HLObject) -> None:
@@ -443,26 +429,19 @@ def write_chombo(
     """Write a standard Chombo plot file (through a temporary file and a rename)."""
     dst = str(path)
     dim = int(np.asarray(levels[0].lo).shape[1])
-    tmp = _tmp_path(dst)
-    try:
-        with h5py.File(tmp, "w") as f:
-            f.attrs["num_levels"] = np.int32(len(levels))
-            f.attrs["max_level"] = np.int32(len(levels) - 1)
-            f.attrs["num_components"] = np.int32(len(components))
-            f.attrs["iteration"] = np.int32(0)
-            f.attrs["time"] = np.float64(time)
-            for c, name in enumerate(components):
-                f.attrs[f"component_{c}"] = np.bytes_(name)
-            glob = f.create_group("Chombo_global")
-            glob.attrs["SpaceDim"] = np.int32(dim)
-            glob.attrs["testReal"] = np.float64(0.0)
-            for li, spec in enumerate(levels):
-                _write_spec(f, li, spec, dim, len(components), dtype, time)
-        os.replace(tmp, dst)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with _files.replacing(dst, prefix=".patio-amr-") as tmp, h5py.File(tmp, "w") as f:
+        f.attrs["num_levels"] = np.int32(len(levels))
+        f.attrs["max_level"] = np.int32(len(levels) - 1)
+        f.attrs["num_components"] = np.int32(len(components))
+        f.attrs["iteration"] = np.int32(0)
+        f.attrs["time"] = np.float64(time)
+        for c, name in enumerate(components):
+            f.attrs[f"component_{c}"] = np.bytes_(name)
+        glob = f.create_group("Chombo_global")
+        glob.attrs["SpaceDim"] = np.int32(dim)
+        glob.attrs["testReal"] = np.float64(0.0)
+        for li, spec in enumerate(levels):
+            _write_spec(f, li, spec, dim, len(components), dtype, time)
 
 
 def _write_spec(

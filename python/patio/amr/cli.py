@@ -11,14 +11,13 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import sys
-import tempfile
 from typing import Any
 
 import numpy as np
 
-from patio.amr.chombo import ChomboError, Hierarchy, Level, read_hierarchy
+from patio import _files
+from patio.amr.chombo import ChomboError, Hierarchy, Level, read_hierarchy, same_file
 from patio.amr.model import advise, store
 from patio.amr.order import LAYOUTS
 from patio.amr.region import read_region
@@ -61,26 +60,9 @@ def describe(hier: Hierarchy) -> dict[str, Any]:
     return {"file": hier.path, "dim": hier.dim, "components": hier.components, "levels": levels}
 
 
-def _tmp_for(dst: str) -> str:
-    fd, tmp = tempfile.mkstemp(
-        prefix=".patio-amr-", suffix=".tmp", dir=os.path.dirname(os.path.abspath(dst))
-    )
-    os.close(fd)
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(tmp, 0o666 & ~mask)
-    return tmp
-
-
 def _write_atomic(dst: str, write: Any) -> None:
-    tmp = _tmp_for(dst)
-    try:
+    with _files.replacing(dst, prefix=".patio-amr-") as tmp:
         write(tmp)
-        os.replace(tmp, dst)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def plot(hier: Hierarchy, out: str) -> None:
@@ -201,9 +183,7 @@ def _advise(a: argparse.Namespace) -> int:
 def _reorder(a: argparse.Namespace) -> int:
     if a.queries is not None and a.queries < 1:
         raise ChomboError(a.file, "--queries must be at least 1")
-    if os.path.abspath(a.output) == os.path.abspath(a.file) or (
-        os.path.exists(a.output) and os.path.exists(a.file) and os.path.samefile(a.output, a.file)
-    ):
+    if same_file(a.output, a.file):
         raise ChomboError(a.file, "output path equals the input")
     res = reorder(a.file, a.output, a.layout, store(a.store), a.queries)
     if a.json:

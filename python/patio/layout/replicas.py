@@ -34,6 +34,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from .. import _files
 from . import curves
 from .kb import KnowledgeBase, ReplicaRow, decode_ints, encode_ints
 from .selection import Selection, product
@@ -144,17 +145,6 @@ def transpose_axes(shape: Sequence[int], extents: Sequence[Sequence[int]]) -> tu
     return tuple(int(a) for a in np.argsort(rel, kind="stable"))
 
 
-def _commit_file(tmp: Path, final: Path) -> None:
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
-    dfd = os.open(final.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
 def _slabs(n: int, row_bytes: int) -> list[tuple[int, int]]:
     step = max(1, COPY_BLOCK // max(1, row_bytes))
     return [(i, min(n, i + step)) for i in range(0, n, step)]
@@ -245,10 +235,10 @@ def build(kb: KnowledgeBase, source: str | os.PathLike[str], dset_name: str, kin
         src = f[dset_name]
         gen = fingerprint(source, src)
         rid = kb.add_replica(dset_name, kind, params, sel if kind == "concat" else None, "", gen)
-        tmp = replica_path(kb, rid, tmp=True)
         final = replica_path(kb, rid)
         try:
-            with h5py.File(tmp, "w", libver="latest") as out:
+            with _files.replacing(final, tmp=replica_path(kb, rid, tmp=True)) as tmp, \
+                    h5py.File(tmp, "w", libver="latest") as out:
                 out.attrs["patio_source"] = str(Path(source).resolve())
                 out.attrs["patio_dataset"] = dset_name
                 out.attrs["patio_kind"] = kind
@@ -257,9 +247,7 @@ def build(kb: KnowledgeBase, source: str | os.PathLike[str], dset_name: str, kin
                                            params.get("axes"))
                 else:
                     nbytes = _write_full(src, out, kind, params)
-            _commit_file(tmp, final)
         except BaseException:
-            tmp.unlink(missing_ok=True)
             kb.delete_replica(rid)
             raise
     if kind == "concat" and sel is not None and sel.kind == "points":
