@@ -34,7 +34,7 @@ from .h5sel import product_axes
 from .kb import KnowledgeBase, Pattern
 from .replicas import Replica, derive_chunk, transpose_axes
 from .selection import Selection, product
-from .storage import Layout, physical_layout
+from .storage import Layout
 
 HALF_LIFE = 7 * 86400.0
 #: Hot patterns considered per dataset.
@@ -185,15 +185,14 @@ def evaluate(kb: KnowledgeBase, f: h5py.File, dset_name: str, model: Any,
     pats = hot_patterns(kb, dset_name)
     props = proposals(dset, pats)
     decider = Decider(dset, existing, model, consts)
-    orig_layout = physical_layout(dset)
     now = time.time()
     rows = []
     unions = {p.id: p.union() for p in pats}
     for p in pats:
         sel = representative(p)
         current = {c.name: c.seconds for c in decider.candidates(sel)}
-        costs: dict[str, float | None] = {"original": model_cost(model, consts, orig_layout, sel)}
-        costs.update({k: v for k, v in current.items() if k != "original"})
+        # The decider prices the original (always a candidate) and the built replicas.
+        costs: dict[str, float | None] = dict(current)
         for prop in props:
             union = unions.get(prop.pattern) if prop.pattern is not None else None
             costs[prop.label()] = proposal_cost(model, consts, prop, dset, sel, union)
