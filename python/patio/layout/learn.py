@@ -97,14 +97,14 @@ class StorageIndex:
         """The dataset selections a read of ``[offset, offset + length)`` covers."""
         end = offset + length
         i = int(np.searchsorted(self.ends, offset, side="right"))
-        out: dict[str, list[Hyperslab]] = {}
+        out: dict[str, tuple[tuple[int, ...], list[Hyperslab]]] = {}
         while i < len(self.starts) and self.starts[i] < end:
             name, shape, size, chunk = self.items[int(self.owners[i])]
             lo = max(offset, int(self.starts[i])) - int(self.starts[i])
             hi = min(end, int(self.ends[i])) - int(self.starts[i])
             a, b = lo // size, -(-hi // size)
             if chunk is None:
-                out.setdefault(name, []).extend(linear_range_boxes(shape, a, b))
+                out.setdefault(name, (shape, []))[1].extend(linear_range_boxes(shape, a, b))
             else:
                 nd = len(shape)
                 origin, cshape = chunk[:nd], chunk[nd:]
@@ -112,11 +112,10 @@ class StorageIndex:
                     lo_b = [o + s for o, s in zip(origin, box.start)]
                     hi_b = [min(n, lo_ + e) for lo_, e, n in zip(lo_b, box.extent(), shape)]
                     if all(h > lo_ for lo_, h in zip(lo_b, hi_b)):
-                        out.setdefault(name, []).append(Hyperslab.box(lo_b, hi_b))
+                        out.setdefault(name, (shape, []))[1].append(Hyperslab.box(lo_b, hi_b))
             i += 1
         result = []
-        for name, slabs in out.items():
-            shape = next(it[1] for it in self.items if it[0] == name)
+        for name, (shape, slabs) in out.items():
             n = sum(s.nelements() for s in slabs)
             result.append((name, Selection.union(shape, slabs, (n,)) if len(slabs) > 1 else
                            Selection.hyperslab(shape, slabs[0])))
