@@ -17,6 +17,7 @@ through ``patio.h5`` mark the dataset's replicas stale before the data changes.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -81,6 +82,7 @@ class _Session:
         from patio.layout import decide, device, replicas, storage
 
         rows = self.kb.replicas(dset.name, state="ready")
+        check = storage.SourceCheck(self.path, dset)
         usable = []
         for row in rows:
             if not os.path.isfile(row.path):
@@ -88,14 +90,12 @@ class _Session:
                 warnings.warn(f"patio.h5: replica {row.id} of {dset.name} is missing "
                               f"({row.path}); reading the original", LayoutWarning, stacklevel=5)
                 continue
-            current, fresh = storage.is_current(self.path, dset, row.source)
+            current, fresh = check.current(row.source)
             if not current:
                 self.kb.set_state(row.id, "stale", "source changed since the replica was built")
                 continue
             if fresh is not None:
                 with self.kb.transaction() as db:
-                    import json
-
                     db.execute("UPDATE replica SET source=? WHERE id=?",
                                (json.dumps(fresh), row.id))
             rep = replicas.Replica.load(row)

@@ -107,15 +107,26 @@ def fingerprint(path: str | os.PathLike[str], dset: h5py.Dataset) -> dict[str, A
     return {**stat_key(path), "crc": checksum(path, ranges), "ranges": len(ranges)}
 
 
-def is_current(path: str | os.PathLike[str], dset: h5py.Dataset, recorded: dict[str, Any]
-               ) -> tuple[bool, dict[str, Any] | None]:
-    """Whether a replica built at generation ``recorded`` is still current. Returns
-    ``(current, refreshed)``: ``refreshed`` is a new generation to record when only the
-    file's stat changed and the covered bytes did not."""
-    now = stat_key(path)
-    if all(now[k] == recorded.get(k) for k in now):
-        return True, None
-    fresh = fingerprint(path, dset)
-    if fresh["crc"] == recorded.get("crc") and fresh["ranges"] == recorded.get("ranges"):
-        return True, fresh
-    return False, None
+class SourceCheck:
+    """Whether replicas built from ``dset`` of the file at ``path`` are still current.
+    The file's stat is taken once, and the checksum of the covered ranges - a read of the
+    whole dataset - at most once, however many replicas are checked."""
+
+    def __init__(self, path: str | os.PathLike[str], dset: h5py.Dataset) -> None:
+        self.path = path
+        self.dset = dset
+        self.now = stat_key(path)
+        self._fresh: dict[str, Any] | None = None
+
+    def current(self, recorded: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
+        """``(current, refreshed)`` for a replica built at generation ``recorded``:
+        ``refreshed`` is a new generation to record when only the file's stat changed and
+        the covered bytes did not."""
+        if all(self.now[k] == recorded.get(k) for k in self.now):
+            return True, None
+        if self._fresh is None:
+            self._fresh = fingerprint(self.path, self.dset)
+        fresh = self._fresh
+        if fresh["crc"] == recorded.get("crc") and fresh["ranges"] == recorded.get("ranges"):
+            return True, fresh
+        return False, None
