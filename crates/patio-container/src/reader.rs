@@ -247,6 +247,87 @@ impl Reader {
         Ok(want)
     }
 
+    /// Reads the logical `extents` `(offset, len)` one after another into `buf`
+    /// (exactly their total length), issuing one read per physical run: pieces that
+    /// follow each other in the same data log — a pattern stored contiguously by a
+    /// reorganization — are read together. Returns the number of reads issued.
+    /// Holes read as zeros; an extent past the end of the file is an error.
+    pub fn read_extents(&self, extents: &[(u64, u64)], buf: &mut [u8]) -> Result<u64> {
+        let size = self.size();
+        let mut total = 0u64;
+        for &(o, l) in extents {
+            if o.checked_add(l).is_none_or(|end| end > size) {
+                return Err(ContainerError::Invalid(format!(
+                    "{}: extent of {l} bytes at offset {o} ends past the end of the file ({size} bytes)",
+                    self.dir.display()
+                )));
+            }
+            total += l;
+        }
+        if total != buf.len() as u64 {
+            return Err(ContainerError::Invalid(format!(
+                "extents hold {total} bytes, the buffer {}",
+                buf.len()
+            )));
+        }
+        // The run being gathered: (chunk, physical start, buffer start, length).
+        let mut run: Option<(usize, u64, usize, usize)> = None;
+        let mut reads = 0u64;
+        let mut done = 0usize;
+        for &(o, l) in extents {
+            let mut x = o;
+            let end = o + l;
+            while x < end {
+                let left = end - x;
+                match self.index.lookup(x) {
+                    Lookup::Data {
+                        chunk,
+                        physical,
+                        len,
+                    } => {
+                        let n = len.min(left) as usize;
+                        let chunk = chunk as usize;
+                        match &mut run {
+                            Some((c, p, b, rl))
+                                if *c == chunk
+                                    && *p + *rl as u64 == physical
+                                    && *b + *rl == done =>
+                            {
+                                *rl += n
+                            }
+                            _ => {
+                                if let Some((c, p, b, rl)) = run.take() {
+                                    self.read_data(c, p, &mut buf[b..b + rl])?;
+                                    reads += 1;
+                                }
+                                run = Some((chunk, physical, done, n));
+                            }
+                        }
+                        x += n as u64;
+                        done += n;
+                    }
+                    Lookup::Hole { len } => {
+                        let n = len.min(left) as usize;
+                        buf[done..done + n].fill(0);
+                        x += n as u64;
+                        done += n;
+                    }
+                    Lookup::Unmapped => {
+                        let n = left as usize;
+                        buf[done..done + n].fill(0);
+                        x = end;
+                        done += n;
+                    }
+                }
+            }
+        }
+        if let Some((c, p, b, rl)) = run {
+            self.read_data(c, p, &mut buf[b..b + rl])?;
+            reads += 1;
+        }
+        Ok(reads)
+    }
+
     fn read_data(&self, chunk: usize, physical: u64, out: &mut [u8]) -> Result<()> {
         let path = layout::data_path(&self.dir, &self.writers[chunk].name);
         let file = match self.data[chunk].get() {
