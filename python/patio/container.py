@@ -121,6 +121,8 @@ class Container:
         self._writer: ContainerWriter | None = None
         # One past the last byte written since the last flush (for `size`).
         self._pending_end = 0
+        self._extent_reads = 0
+        self._physical_reads = 0
         if mode == "r":
             if index is not None or index_buffer is not None:
                 raise ValueError("index= and index_buffer= apply to modes 'w' and 'a'")
@@ -144,6 +146,8 @@ class Container:
         self._reader = reader
         self._writer = None
         self._pending_end = 0
+        self._extent_reads = 0
+        self._physical_reads = 0
         return self
 
     # -- state ---------------------------------------------------------------------------
@@ -330,6 +334,21 @@ class Container:
         finally:
             del array
 
+    def read_extents(self, extents: Any) -> bytes:
+        """The bytes of the logical ``extents`` (``(offset, length)`` pairs, each inside
+        the file) one after another. Pieces stored one after another in the container
+        — a pattern made contiguous by ``patio reorg apply`` — are fetched in one read;
+        ``stats()["physical_reads"]`` counts the reads issued so far."""
+        reader = self._need_reader("read_extents")
+        pairs = []
+        for item in extents:
+            offset, length = item
+            pairs.append((_offset("offset", offset), non_negative("length", length)))
+        data, reads = reader.read_extents(pairs)
+        self._extent_reads += 1
+        self._physical_reads += int(reads)
+        return bytes(data)
+
     def read_array(self, dtype: Any, count: int = -1, offset: int = 0) -> Any:
         """``count`` items of ``dtype`` at ``offset`` as a new NumPy array (all
         whole items up to the end when ``count`` is negative; fewer at the end)."""
@@ -360,10 +379,15 @@ class Container:
         a one-per-write index would hold), ``index_disk_bytes``,
         ``compression_ratio`` (24 bytes per raw entry over the index bytes on disk),
         ``index_mem_bytes``, ``tiles``, ``global_patterns``, ``rest_entries``,
-        ``loose_writes``, ``damaged_logs``. Writing: this writer's ``name``,
-        the ``index`` mode and its ``end`` (one past the last byte it wrote)."""
+        ``loose_writes``, ``damaged_logs``, and ``extent_reads`` / ``physical_reads``
+        (calls of :meth:`read_extents` and the reads they issued). Writing: this
+        writer's ``name``, the ``index`` mode and its ``end`` (one past the last byte
+        it wrote)."""
         if self._reader is not None:
-            return dict(self._reader.stats())
+            stats = dict(self._reader.stats())
+            stats["extent_reads"] = self._extent_reads
+            stats["physical_reads"] = self._physical_reads
+            return stats
         writer = self._need_writer("stats")
         return {"name": str(writer.name), "index": str(writer.index), "end": int(writer.end)}
 

@@ -7,6 +7,7 @@ mod container;
 mod load;
 mod mount;
 mod python;
+mod reorg;
 mod replay;
 mod trace_cmd;
 
@@ -45,6 +46,9 @@ enum Command {
     Mount(mount::MountCommand),
     /// HDF5 layout optimization: `layout status|advise|build|learn|evict|probe` (see `patio layout --help`).
     Layout(python::Passthrough),
+    /// Pattern-aware file reorganization: `reorg plan TRACE --file F`, `reorg apply F --trace TRACE -o OUT` (see `patio reorg --help`).
+    #[command(subcommand)]
+    Reorg(reorg::ReorgCommand),
     /// Replay a trace's reads against a data file through the prefetch engine (none, readahead, stride, markov, pattern, oracle).
     Replay(replay::Args),
     /// Trace a command's file I/O (LD_PRELOAD): `trace -- CMD`, `trace merge DIR -o T`, `trace convert`.
@@ -69,6 +73,7 @@ fn main() -> ExitCode {
         Command::Convert(args) => load::convert(args),
         Command::Mount(cmd) => mount::run(cmd),
         Command::Layout(args) => return exit_code(python::exec_helper("layout", &args)),
+        Command::Reorg(cmd) => reorg::run(cmd),
         Command::Replay(args) => replay::run(args),
         Command::Trace(args) => trace_cmd::run(args),
     };

@@ -533,6 +533,36 @@ impl PyContainerReader {
         })
     }
 
+    /// The logical `extents` (`(offset, length)` pairs, each inside the file) read one
+    /// after another as one `bytes`, with one read per physical run (pieces stored
+    /// one after another — a reorganized pattern — are read together); returns
+    /// `(data, physical_reads)`.
+    fn read_extents<'py>(
+        &self,
+        py: Python<'py>,
+        extents: Vec<(u64, u64)>,
+    ) -> PyResult<(Bound<'py, PyBytes>, u64)> {
+        let mut total = 0u64;
+        for &(o, l) in &extents {
+            check_range(o, l)?;
+            total = total.saturating_add(l);
+        }
+        let total = usize::try_from(total)
+            .map_err(|_| PyValueError::new_err(format!("cannot read {total} bytes at once")))?;
+        let mut reads = 0u64;
+        let data = PyBytes::new_with(py, total, |out| {
+            reads = py
+                .allow_threads(|| {
+                    let guard = self.reader.read().unwrap_or_else(|e| e.into_inner());
+                    let reader = guard.as_ref().ok_or(Failure::Closed)?;
+                    reader.read_extents(&extents, out).map_err(Failure::from)
+                })
+                .map_err(|e| e.into_py(py))?;
+            Ok(())
+        })?;
+        Ok((data, reads))
+    }
+
     /// The logical file's size (as of the open).
     #[getter]
     fn size(&self) -> u64 {

@@ -135,6 +135,9 @@ pub struct Plan {
     /// Modelled makespan of all traced processes reading together, before and after.
     pub model_seconds_before: f64,
     pub model_seconds_after: f64,
+    /// The same after, each process reading its requests as one request of its
+    /// physical runs (what `Reader::read_extents` and `patio.mpi` issue).
+    pub model_seconds_one_request: f64,
 }
 
 impl Plan {
@@ -342,7 +345,21 @@ pub fn plan(trace: &patio_core::trace::Trace, file: &Path, opts: &PlanOptions) -
         .iter()
         .map(|p| layout.client(&p.requests))
         .collect();
+    let one_request: Vec<Vec<Vec<(u64, u64)>>> = after_clients
+        .iter()
+        .map(|requests| {
+            let mut merged: Vec<(u64, u64)> = Vec::new();
+            for &(p, n) in requests.iter().flatten() {
+                match merged.last_mut() {
+                    Some((q, m)) if *q + *m == p => *m += n,
+                    _ => merged.push((p, n)),
+                }
+            }
+            vec![merged]
+        })
+        .collect();
     Ok(Plan {
+        model_seconds_one_request: simulate(&opts.striping, &one_request)?,
         file: file.to_path_buf(),
         identity,
         traced_file: sel.traced_file,

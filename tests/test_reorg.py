@@ -1,0 +1,259 @@
+"""Tests for ``patio reorg plan|apply``: a file reorganized from a trace of the processes
+that read it is served byte for byte as the original by the container tools, the
+library, the FUSE mount and ``patio.mpi``; each rank's planned pattern is one physical
+read; writes after the reorganization behave like writes to a byte array; bad inputs
+are one-line errors that leave nothing behind.
+
+The reference model is the source file's bytes (a ``bytes`` object, then a
+``bytearray`` for writes after the reorganization)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import patio as patio_lib
+import pytest
+from test_container_mpi import RANKS, mpi_env, mpirun
+from test_mount_container import ContainerMount, base  # noqa: F401  (fixture)
+from test_mount_trace import IS_ROOT, one_line_error, patio
+
+PIECE = 8192
+PIECES = 16
+HEADER = "module,file,rank,op,offset,length,start,end\n"
+
+
+def ior_like(
+    dir: Path, ranks: int = RANKS, pieces: int = PIECES, piece: int = PIECE
+) -> tuple[Path, Path, bytes]:
+    """A file read by ``ranks`` processes, each every ``ranks``-th piece (IOR
+    segmented), and the MPI-IO trace of those reads under another path."""
+    data = random.Random(5).randbytes(ranks * pieces * piece)
+    src = dir / "data.bin"
+    src.write_bytes(data)
+    rows = [
+        f"MPIIO,/lustre/run7/data.bin,{r},read,{(i * ranks + r) * piece},{piece},{i},{i + 0.5}\n"
+        for r in range(ranks)
+        for i in range(pieces)
+    ]
+    trace = dir / "run.csv"
+    trace.write_text(HEADER + "".join(rows))
+    return src, trace, data
+
+
+def rank_extents(rank: int, ranks: int = RANKS) -> list[tuple[int, int]]:
+    return [((i * ranks + rank) * PIECE, PIECE) for i in range(PIECES)]
+
+
+def test_plan_json_names_the_patterns_and_apply_serves_the_source(tmp_path: Path) -> None:
+    src, trace, data = ior_like(tmp_path)
+    done = patio("reorg", "plan", str(trace), "--file", str(src), "--json")
+    plan = json.loads(done.stdout)
+    for key in ("file", "patterns", "remap_bytes", "table_bytes",
+                "physical_extents_before", "physical_extents_after"):  # fmt: skip
+        assert key in plan, key
+    assert len(plan["patterns"]) == RANKS
+    for p in plan["patterns"]:
+        assert set(p) >= {"processes", "signature", "requests", "bytes"}
+        assert p["requests"] == PIECES and p["bytes"] == PIECES * PIECE
+        assert p["extents_before"] == PIECES and p["extents_after"] == 1
+    assert plan["physical_extents_before"] == RANKS * PIECES
+    assert plan["physical_extents_after"] == RANKS
+    assert plan["remap_bytes"] < plan["table_bytes"]
+    assert plan["module"] == "MPIIO" and plan["traced_file"] == "/lustre/run7/data.bin"
+
+    out = tmp_path / "data.pc"
+    applied = json.loads(patio("reorg", "apply", str(src), "--trace", str(trace),
+                               "-o", str(out), "--json").stdout)  # fmt: skip
+    assert applied["bytes"] == len(data) and applied["index_bytes"] < 200
+    assert src.read_bytes() == data
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    flat = tmp_path / "flat.bin"
+    patio("container", "flatten", str(out), str(flat))
+    assert flat.read_bytes() == data
+    assert patio("container", "check", str(out)).returncode == 0
+
+    rng = random.Random(1)
+    with patio_lib.Container(out) as c:
+        assert c.size == len(data)
+        for _ in range(200):
+            at, n = rng.randrange(len(data) + 100), rng.randrange(20_000)
+            assert c.read_at(n, at) == data[at : at + n]
+        for rank in range(RANKS):
+            ext = rank_extents(rank)
+            assert c.read_extents(ext) == b"".join(data[o : o + n] for o, n in ext)
+        stats = c.stats()
+        assert stats["extent_reads"] == RANKS and stats["physical_reads"] == RANKS
+        with pytest.raises(patio_lib.ContainerError, match="past the end"):
+            c.read_extents([(len(data) - 10, 20)])
+
+
+CORNERS = [(0, 0), (0, 96), (96, 0), (96, 96)]
+
+
+def test_overlapping_tiles_are_resolved_and_explained(tmp_path: Path) -> None:
+    # A 256x256 array of 64-byte elements; 4 ranks read 2x2 tiles of 160x160
+    # (overlapping by 64 rows and columns), one row at a time.
+    n, tile, elem = 256, 160, 64
+    data = random.Random(2).randbytes(n * n * elem)
+    src = tmp_path / "grid.bin"
+    src.write_bytes(data)
+    rows = []
+    for rank, (ty, tx) in enumerate(CORNERS):
+        for i, y in enumerate(range(ty, ty + tile)):
+            rows.append(f"POSIX,{src},{rank},read,{(y * n + tx) * elem},{tile * elem},{i},{i}\n")
+    trace = tmp_path / "tiles.csv"
+    trace.write_text(HEADER + "".join(rows))
+    plan = json.loads(patio("reorg", "plan", str(trace), "--file", str(src), "--json",
+                            "--store", "ssd").stdout)  # fmt: skip
+    assert len(plan["patterns"]) == 4
+    assert all(p["kind"] == "strided" for p in plan["patterns"])
+    ceded = sum(c["bytes"] for p in plan["patterns"] for c in p["ceded"])
+    # Each overlap byte is placed once: the tiles hold 4*160*160 elements, the grid 256*256.
+    assert ceded == (4 * tile * tile - n * n) * elem
+    text = patio("reorg", "plan", str(trace), "--file", str(src)).stdout
+    assert "cedes" in text and "saves more" in text
+    out = tmp_path / "grid.pc"
+    # The same store as the plan: the placement follows the modelled savings.
+    patio("reorg", "apply", str(src), "--trace", str(trace), "-o", str(out), "--store", "ssd")
+    with patio_lib.Container(out) as c:
+        assert c.read_at(len(data), 0) == data
+        for p in plan["patterns"]:
+            rank = int(p["processes"][0].split()[1])
+            ty, tx = CORNERS[rank]
+            ext = [((y * n + tx) * elem, tile * elem) for y in range(ty, ty + tile)]
+            before = c.stats()["physical_reads"]
+            assert c.read_extents(ext) == b"".join(data[o : o + k] for o, k in ext)
+            assert c.stats()["physical_reads"] - before == p["extents_after"]
+
+
+MPI_SCRIPT = r"""
+import json, sys
+from mpi4py import MPI
+import patio.mpi
+
+comm = MPI.COMM_WORLD
+src, pc, out = sys.argv[1:4]
+PIECE, PIECES = int(sys.argv[4]), int(sys.argv[5])
+ext = [((i * comm.size + comm.rank) * PIECE, PIECE) for i in range(PIECES)]
+with open(src, "rb") as f:
+    data = f.read()
+with patio.mpi.open(comm, pc) as c:
+    got = c.read_extents(ext)
+    stats = c.stats()
+ok = got == b"".join(data[o:o + n] for o, n in ext)
+with open(f"{out}/rank-{comm.rank}.json", "w") as f:
+    json.dump({"ok": ok, "physical_reads": stats["physical_reads"]}, f)
+"""
+
+
+def test_mpi_ranks_read_their_pattern_in_one_physical_read(tmp_path: Path) -> None:
+    pytest.importorskip("mpi4py")
+    src, trace, _ = ior_like(tmp_path)
+    out = tmp_path / "data.pc"
+    patio("reorg", "apply", str(src), "--trace", str(trace), "-o", str(out))
+    script = tmp_path / "ranks.py"
+    script.write_text(MPI_SCRIPT)
+    done = subprocess.run(
+        [*mpirun(), sys.executable, str(script), str(src), str(out), str(tmp_path),
+         str(PIECE), str(PIECES)],
+        capture_output=True, text=True, env=mpi_env(), timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    reports = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(RANKS)]
+    assert all(r["ok"] for r in reports)
+    assert [r["physical_reads"] for r in reports] == [1] * RANKS
+
+
+def test_the_mount_serves_the_logical_file_and_takes_writes(base: Path) -> None:  # noqa: F811
+    (base / "backend").mkdir()
+    src, trace, data = ior_like(base)
+    patio(
+        "reorg", "apply", str(src), "--trace", str(trace), "-o", str(base / "backend" / "data.pc")
+    )
+    m = ContainerMount(base)
+    try:
+        path = m.mnt / "data.pc"
+        assert path.stat().st_size == len(data)
+        assert path.read_bytes() == data
+        model = bytearray(data)
+        rng = random.Random(3)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            for _ in range(100):
+                at, n = rng.randrange(len(data)), rng.randrange(1, 30_000)
+                assert os.pread(fd, n, at) == bytes(model[at : at + n])
+                if rng.random() < 0.3:
+                    w = rng.randbytes(rng.randrange(1, 5000))
+                    os.pwrite(fd, w, at)
+                    end = at + len(w)
+                    model.extend(b"\0" * max(0, end - len(model)))
+                    model[at:end] = w
+        finally:
+            os.close(fd)
+        assert path.read_bytes() == bytes(model)
+    finally:
+        m.stop()
+    flat = base / "flat.bin"
+    patio("container", "flatten", str(base / "backend" / "data.pc"), str(flat))
+    assert flat.read_bytes() == bytes(model)
+
+
+def test_bad_inputs_are_one_line_errors_and_write_nothing(tmp_path: Path) -> None:
+    src, trace, data = ior_like(tmp_path)
+    out = tmp_path / "out.pc"
+
+    def refused(*args: str, words: tuple[str, ...]) -> None:
+        one_line_error(patio("reorg", *args, check=False), *words)
+        assert not out.exists()
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+        assert src.read_bytes() == data
+
+    apply = ("apply", str(src), "-o", str(out), "--trace")
+    # A trace of a bigger file: offsets past the end.
+    short = tmp_path / "short.bin"
+    short.write_bytes(data[: len(data) // 2])
+    one_line_error(patio("reorg", "plan", str(trace), "--file", str(short), check=False),
+                   "no requests for", "short.bin", "/lustre/run7/data.bin")  # fmt: skip
+    one_line_error(patio("reorg", "plan", str(trace), "--file", str(short), "--trace-file",
+                         "/lustre/run7/data.bin", check=False),
+                   "does not match", "past its end", "offset")  # fmt: skip
+    # Another file.
+    other = tmp_path / "other.csv"
+    other.write_text(HEADER + "POSIX,/x/another.bin,0,read,0,10,0,1\n")
+    refused(*apply, str(other), words=("no requests for", "another.bin"))
+    # No recurring pattern: one process reading the file front to back.
+    seq = tmp_path / "seq.csv"
+    seq.write_text(HEADER + "".join(
+        f"POSIX,{src},0,read,{i * 65536},65536,{i},{i}\n" for i in range(len(data) // 65536)))  # fmt: skip
+    refused(*apply, str(seq), words=("no recurring", "already contiguous", "nothing to reorganize"))
+    # An unreadable trace, an unknown store.
+    refused(*apply, str(tmp_path / "missing.csv"), words=("missing.csv",))
+    refused(*apply, str(trace), "--store", "tape", words=("--store",))
+    # An existing output.
+    out.mkdir()
+    one_line_error(patio("reorg", *apply, str(trace), check=False), "already exists")
+    assert list(out.iterdir()) == []
+    out.rmdir()
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="mounting a small tmpfs needs root")
+def test_no_space_left_removes_the_partial_output(tmp_path: Path) -> None:
+    src, trace, data = ior_like(tmp_path, pieces=64, piece=65536)  # 16 MiB
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(small)],
+                      capture_output=True, check=False).returncode != 0:  # fmt: skip
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        done = patio("reorg", "apply", str(src), "--trace", str(trace), "-o",
+                     str(small / "data.pc"), check=False)  # fmt: skip
+        one_line_error(done, "No space left")
+        assert list(small.iterdir()) == []
+        assert src.read_bytes() == data
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
