@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use patio_prefetch::striped::{Striping, PRESETS};
 use patio_reorg::{apply, plan, Plan, PlanOptions, SelectOptions};
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Subcommand)]
 pub enum ReorgCommand {
@@ -266,7 +266,7 @@ fn plan_text(p: &Plan, store: &str) -> String {
     s
 }
 
-fn make_plan(trace: &PathBuf, file: &PathBuf, opts: &Opts) -> Result<Plan> {
+fn make_plan(trace: &Path, file: &Path, opts: &Opts) -> Result<Plan> {
     let options = opts.plan_options()?;
     let trace_data = load_trace(trace)?;
     plan(&trace_data, file, &options)
