@@ -18,6 +18,7 @@ HELPERS = {
     "bench-layout": "patio.layout.bench",
     "amr": "patio.amr.cli",
     "bench-amr": "patio.amr.bench",
+    "bench-reorg": "patio.reorg.bench",
 }
 
 

@@ -11,6 +11,7 @@ use patio_fs::container::{self, ContainerMount, ContainerSummary, IndexMode};
 use patio_fs::prefetch::{self, PrefetchMount, PrefetchSummary};
 use patio_fs::session::Ended;
 use patio_fs::tracing::{self, TraceMount};
+use patio_prefetch::striped::Striping;
 use patio_prefetch::{replay, EngineConfig, PolicyKind, StoreConfig};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -138,6 +139,18 @@ pub struct PrefetchArgs {
     /// for unlimited (the default when only --latency-ms is given).
     #[arg(long)]
     bandwidth_mbps: Option<f64>,
+    /// Striped storage model instead of the flat slow store: hdd, ssd or lustre (each
+    /// read becomes RPCs on per-target FIFO servers costing latency by seek distance +
+    /// bytes / bandwidth; presets in docs/ARCHITECTURE.md). One model for the mount.
+    #[arg(long, value_name = "PRESET", conflicts_with_all = ["latency_ms", "bandwidth_mbps"])]
+    store: Option<String>,
+    /// With --store: the number of targets (servers) instead of the preset's.
+    #[arg(long, value_name = "N", requires = "store")]
+    store_targets: Option<usize>,
+    /// With --store: the stripe size in KiB instead of the preset's (RPCs stay at most
+    /// one stripe).
+    #[arg(long, value_name = "KIB", requires = "store")]
+    store_stripe_kib: Option<u64>,
     /// Backend requests served at the same time.
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
@@ -252,6 +265,23 @@ fn load_model(path: &Path, kind: PolicyKind) -> Result<Vec<u8>> {
 }
 
 fn store_config(args: &PrefetchArgs) -> Result<Option<StoreConfig>> {
+    if let Some(name) = &args.store {
+        let mut striping = Striping::by_name(name).map_err(|e| anyhow::anyhow!("--store: {e}"))?;
+        if let Some(t) = args.store_targets {
+            striping.targets = t;
+        }
+        if let Some(k) = args.store_stripe_kib {
+            let Some(bytes) = k.checked_mul(1024) else {
+                bail!("--store-stripe-kib {k} is too large");
+            };
+            striping.stripe_size = bytes;
+            striping.rpc_size = striping.rpc_size.min(bytes);
+        }
+        striping
+            .validate()
+            .map_err(|e| anyhow::anyhow!("--store {name}: {e}"))?;
+        return Ok(Some(StoreConfig::striped(striping)));
+    }
     for (flag, v) in [
         ("--latency-ms", args.latency_ms),
         ("--bandwidth-mbps", args.bandwidth_mbps),
@@ -275,6 +305,18 @@ fn store_config(args: &PrefetchArgs) -> Result<Option<StoreConfig>> {
 fn describe_store(store: Option<&StoreConfig>) -> String {
     match store {
         None => "no slow-store model".into(),
+        Some(StoreConfig {
+            striping: Some(t), ..
+        }) => format!(
+            "striped store: {} targets, {} KiB stripes, {} MB/s per target, {}/{}/{}/{} ms by seek distance",
+            t.targets,
+            t.stripe_size / 1024,
+            t.bandwidth / 1e6,
+            t.latency_seq * 1e3,
+            t.latency_near * 1e3,
+            t.latency_mid * 1e3,
+            t.latency_far * 1e3
+        ),
         Some(s) => {
             let bw = if s.bandwidth.is_finite() {
                 format!("{} MB/s", s.bandwidth / 1e6)
@@ -298,6 +340,10 @@ pub struct MountStatsJson {
     pub fuse_mode: String,
     pub latency_ms: Option<f64>,
     pub bandwidth_mbps: Option<f64>,
+    /// The striped storage model's preset (--store), its targets and stripe size.
+    pub store: Option<String>,
+    pub store_targets: Option<usize>,
+    pub store_stripe_bytes: Option<u64>,
     pub concurrency: usize,
     pub cache_budget_bytes: u64,
     pub workers: usize,
@@ -348,8 +394,18 @@ impl MountStatsJson {
                 "cached"
             }
             .into(),
-            latency_ms: store.map(|s| s.latency.as_secs_f64() * 1e3),
-            bandwidth_mbps: store.map(|s| s.bandwidth / 1e6).filter(|b| b.is_finite()),
+            latency_ms: store
+                .filter(|s| s.striping.is_none())
+                .map(|s| s.latency.as_secs_f64() * 1e3),
+            bandwidth_mbps: store
+                .filter(|s| s.striping.is_none())
+                .map(|s| s.bandwidth / 1e6)
+                .filter(|b| b.is_finite()),
+            store: args.store.clone(),
+            store_targets: store.and_then(|s| s.striping.as_ref()).map(|t| t.targets),
+            store_stripe_bytes: store
+                .and_then(|s| s.striping.as_ref())
+                .map(|t| t.stripe_size),
             concurrency: args.concurrency,
             cache_budget_bytes: st.budget_bytes,
             workers: args.workers,

@@ -71,6 +71,10 @@ pub enum BenchCommand {
     /// Chombo-benchmark and cylinder hierarchies under the striped storage model
     /// (see `patio bench amr --help`).
     Amr(crate::python::Passthrough),
+    /// Pattern-aware reorganization with real MPI ranks over the striped storage model:
+    /// original (independent and collective MPI-IO) vs the reorganized container (see
+    /// `patio bench reorg --help`).
+    Reorg(crate::python::Passthrough),
 }
 
 /// A benchmark implemented in Python: exits as it exits.
@@ -99,6 +103,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Container(args) => container::run(args),
         BenchCommand::Layout(args) => python_bench("bench-layout", &args),
         BenchCommand::Amr(args) => python_bench("bench-amr", &args),
+        BenchCommand::Reorg(args) => python_bench("bench-reorg", &args),
     }
 }
 

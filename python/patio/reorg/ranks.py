@@ -1,0 +1,111 @@
+"""The program every rank of ``patio bench reorg`` runs under ``mpirun``:
+``python -m patio.reorg.ranks SPEC.json``.
+
+The spec names the case, the mode, the file (through the storage-model mount), the
+source (read directly, to verify) and an optional perturbation. Modes:
+
+* ``original``: MPI-IO independent reads, one ``Read_at`` per request, as the program
+  issues them;
+* ``collective``: the rank's bytes as an MPI file view and one ``Read_at_all`` (the
+  library's two-phase collective I/O);
+* ``reorganized``: ``patio.mpi.open`` on the reorganized container and one
+  ``read_extents`` of the rank's requests (one read per physical run);
+* ``reorganized_pieces``: the same container read with one ``read_at`` per request
+  (an unmodified program's requests, remapped).
+
+Every rank times from a barrier after the open-free setup to a barrier after its
+reads (opens included), checks its bytes against the source (CRC-32), and rank 0 writes
+``{"seconds", "ok", "physical_reads", "requests"}`` to the spec's ``out``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import zlib
+
+from mpi4py import MPI
+
+import patio.mpi
+from patio.reorg.cases import Case, perturb
+
+
+def _read_original(path: str, extents: list[tuple[int, int]]) -> bytes:
+    fh = MPI.File.Open(MPI.COMM_WORLD, path, MPI.MODE_RDONLY)
+    try:
+        parts = []
+        for o, n in extents:
+            buf = bytearray(n)
+            fh.Read_at(o, buf)
+            parts.append(bytes(buf))
+        return b"".join(parts)
+    finally:
+        fh.Close()
+
+
+def _read_collective(path: str, case: Case, rank: int, total: int) -> bytes:
+    fh = MPI.File.Open(MPI.COMM_WORLD, path, MPI.MODE_RDONLY)
+    try:
+        disp, ft = case.file_view(MPI, rank)
+        fh.Set_view(disp, MPI.BYTE, ft)
+        buf = bytearray(total)
+        fh.Read_at_all(0, buf)
+        ft.Free()
+        return bytes(buf)
+    finally:
+        fh.Close()
+
+
+def main(argv: list[str]) -> int:
+    with open(argv[0]) as f:
+        spec = json.load(f)
+    comm = MPI.COMM_WORLD
+    rank = comm.rank
+    case = Case(**spec["case"])
+    extents = case.extents(rank)
+    if spec.get("perturb"):
+        kind, percent = spec["perturb"]
+        extents = perturb(extents, kind, percent, case.file_size)
+    with open(spec["source"], "rb") as f:
+        expect = zlib.crc32(b"".join(_pread(f, o, n) for o, n in extents))
+    mode, path = spec["mode"], spec["path"]
+    total = sum(n for _, n in extents)
+    physical = len(extents)
+    comm.Barrier()
+    t0 = time.perf_counter()
+    if mode == "original":
+        data = _read_original(path, extents)
+    elif mode == "collective":
+        data = _read_collective(path, case, rank, total)
+    elif mode in ("reorganized", "reorganized_pieces"):
+        with patio.mpi.open(comm, path) as c:
+            if mode == "reorganized":
+                data = c.read_extents(extents)
+            else:
+                data = b"".join(c.read_at(n, o) for o, n in extents)
+            physical = c.stats()["physical_reads"] if mode == "reorganized" else physical
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    comm.Barrier()
+    seconds = time.perf_counter() - t0
+    ok = zlib.crc32(data) == expect and len(data) == total
+    oks = comm.gather(ok)
+    reads = comm.gather(physical)
+    requests = comm.gather(len(extents))
+    if rank == 0:
+        with open(spec["out"], "w") as f:
+            json.dump(
+                {"seconds": seconds, "ok": all(oks), "physical_reads": sum(reads), "requests": sum(requests)},
+                f,
+            )
+    return 0
+
+
+def _pread(f: object, o: int, n: int) -> bytes:
+    f.seek(o)  # type: ignore[attr-defined]
+    return f.read(n)  # type: ignore[attr-defined,no-any-return]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
