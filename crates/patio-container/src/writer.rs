@@ -265,3 +265,42 @@ fn check_range(offset: u64, len: u64) -> Result<()> {
         ))),
     }
 }
+
+/// Bytes of the index log one writer leaves after writing `pieces` (`(logical offset,
+/// length)`, in write order, one write each) to a new `mode` container and closing:
+/// entries merged as the writer merges them, one record per [`DEFAULT_INDEX_BUFFER`]
+/// entries, frames and the log header included. Plans use it to report the size of a
+/// remap before writing it.
+pub fn index_log_bytes(mode: IndexMode, pieces: &[(u64, u64)], detector: &Detector) -> u64 {
+    let mut entries: Vec<IndexEntry> = Vec::new();
+    let mut writes_per_entry: Vec<u64> = Vec::new();
+    let mut physical = 0u64;
+    for &(logical, length) in pieces.iter().filter(|p| p.1 > 0) {
+        let entry = IndexEntry {
+            logical,
+            length,
+            physical,
+        };
+        physical += length;
+        match entries.last_mut() {
+            Some(last) if last.continued_by(&entry) => {
+                last.length += length;
+                *writes_per_entry.last_mut().expect("paired") += 1;
+            }
+            _ => {
+                entries.push(entry);
+                writes_per_entry.push(1);
+            }
+        }
+    }
+    let mut total = layout::LOG_HEADER as u64;
+    for (key, (chunk, writes)) in entries
+        .chunks(DEFAULT_INDEX_BUFFER)
+        .zip(writes_per_entry.chunks(DEFAULT_INDEX_BUFFER))
+        .enumerate()
+    {
+        let payload = record::encode(mode, key as u64 + 1, writes.iter().sum(), chunk, detector);
+        total += 8 + payload.len() as u64;
+    }
+    total
+}

@@ -20,8 +20,9 @@ use crate::error::{ReorgError, Result};
 use crate::intervals::{Claims, Seen};
 use crate::remap::{order_extents, Layout};
 use crate::select::{select, Process, SelectOptions};
+use patio_container::{index_log_bytes, IndexMode};
 use patio_core::analysis::{analyze_stream, Kind};
-use patio_core::{Detector, ExtentTable, PatternMap};
+use patio_core::{Detector, ExtentTable};
 use patio_prefetch::striped::Striping;
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -124,7 +125,8 @@ pub struct Plan {
     pub unplanned: Vec<Unplanned>,
     /// The physical order: logical pieces `(offset, length)`, stored one after another.
     pub order: Vec<(u64, u64)>,
-    /// Encoded bytes of the pattern remap (the pattern map of the order).
+    /// Bytes of the remap as the container stores it: its index log, pattern records
+    /// of the order in write order (logical offsets of physically consecutive pieces).
     pub remap_bytes: u64,
     /// Encoded bytes of a one-entry-per-piece table of the same mapping.
     pub table_bytes: u64,
@@ -329,12 +331,8 @@ pub fn plan(trace: &patio_core::trace::Trace, file: &Path, opts: &PlanOptions) -
         })
         .collect();
 
-    let extents = order_extents(&order);
-    let remap_bytes = PatternMap::build(&extents, &detector)
-        .map_err(|e| ReorgError::Model(format!("remap: {e}")))?
-        .encode()
-        .len() as u64;
-    let table_bytes = ExtentTable::build(&extents).encode().len() as u64;
+    let remap_bytes = index_log_bytes(IndexMode::Pattern, &order, &detector);
+    let table_bytes = ExtentTable::build(&order_extents(&order)).encode().len() as u64;
     let before_clients: Vec<_> = sel
         .processes
         .iter()

@@ -36,6 +36,10 @@ pub fn lookup_inputs(n: usize) -> Vec<LookupInput> {
             extents: strided_2d(n),
         },
         LookupInput {
+            name: "3d-subarray",
+            extents: subarray_3d(n),
+        },
+        LookupInput {
             name: "repeating-deltas",
             extents: repeating_deltas(n),
         },
@@ -76,6 +80,21 @@ const ROW_STRIDE: u64 = ROW_LEN * COL_STRIDE * 4;
 /// a sub-array of a row-major array is the commonest one).
 pub fn strided_2d(n: usize) -> Vec<Extent> {
     packed((0..n as u64).map(|i| (i / ROW_LEN) * ROW_STRIDE + (i % ROW_LEN) * COL_STRIDE))
+}
+
+/// Side of the 3-D input's sub-block (elements of 4 KiB).
+const CUBE: u64 = 32;
+
+/// kd-strided (3-D) read: every other 4 KiB element of a `32 × 32 × …` sub-block of
+/// a row-major array 8× as wide in each of the two inner dimensions (element, row and
+/// plane strides all differ), packed contiguously. The nested pattern of the slides'
+/// kd-strided signatures.
+pub fn subarray_3d(n: usize) -> Vec<Extent> {
+    let (row, plane) = (8 * CUBE * BLOCK, 64 * CUBE * CUBE * BLOCK);
+    packed((0..n as u64).map(|i| {
+        let (z, rest) = (i / (CUBE * CUBE), i % (CUBE * CUBE));
+        z * plane + (rest / CUBE) * row + (rest % CUBE) * 2 * BLOCK
+    }))
 }
 
 /// Offsets following the delta vector `(3, 4, 7) × 4096` repeated: `[0, (3,4,7)^r]`
