@@ -237,6 +237,16 @@ impl SlowStore {
         base.mul_f64((1.0 + self.config.jitter * (2.0 * u - 1.0)).max(0.0))
     }
 
+    /// Charges a write of `bytes` bytes at `offset`, already made to the file, to the
+    /// striped model (one request priced like a read of those bytes, on the same
+    /// target clocks) and sleeps until it completes; the flat model does not price
+    /// writes. Mounts behind the striped model call it for every write they pass on.
+    pub fn pace_write(&self, offset: u64, bytes: u64) {
+        if let Some(striping) = &self.config.striping {
+            let _ = self.serve_striped(striping, offset, bytes, || Ok(()));
+        }
+    }
+
     /// Runs `read`, the read of `bytes` bytes at `offset`, as one backend request of
     /// the striped model if there is one, of the flat model otherwise.
     fn serve_at<T>(

@@ -45,6 +45,7 @@ from patio.reorg.cases import CASES, Case, ior, tile
 
 PROG = "patio bench reorg"
 MODES = ("original", "collective", "reorganized", "reorganized_pieces")
+WRITE_MODES = ("write_original", "write_collective", "write_container")
 STORES = ("hdd", "ssd")
 
 
@@ -151,7 +152,13 @@ def run_mode(case: Case, mode: str, work: Path, store: str, targets: int,
              perturbation: tuple[str, float] | None = None) -> dict[str, Any]:  # fmt: skip
     """One measurement: a fresh mount, one ``mpirun``."""
     src, mnt = work / "src", work / "mnt"
-    name = "data.pc" if mode.startswith("reorganized") else "data.bin"
+    name = {"write_original": "written.bin", "write_collective": "written.bin",
+            "write_container": "written.pc"}.get(mode, "data.pc" if mode.startswith("reorganized") else "data.bin")  # fmt: skip
+    for stale in (src / "written.bin", src / "written.pc"):
+        if stale.is_dir():
+            shutil.rmtree(stale)
+        else:
+            stale.unlink(missing_ok=True)
     out = work / "result.json"
     out.unlink(missing_ok=True)
     spec = {
@@ -204,6 +211,8 @@ def measure_case(case: Case, store: str, targets: int, work: Path, modes: tuple[
         row["speedup"] = row["original_s"] / row["reorganized_s"]
     if "collective_s" in row and "reorganized_s" in row:
         row["speedup_vs_collective"] = row["collective_s"] / row["reorganized_s"]
+    if "write_original_s" in row and "write_container_s" in row:
+        row["write_speedup"] = row["write_original_s"] / row["write_container_s"]
     shutil.rmtree(src)
     return row
 
@@ -256,23 +265,30 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--elem-bytes", type=int, default=8, help="bytes per element (default 8)")
     p.add_argument("--repeat", type=int, default=1, help="runs per measurement (the fastest is kept)")
     p.add_argument("--sweeps", action="store_true", help="also the robustness and pieces-per-rank sweeps")
+    p.add_argument("--no-writes", action="store_true", help="skip the IOR write measurements")
     p.add_argument("--dir", help="scratch directory (default: a temporary one)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return p
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = f"{'case':6} {'store':5} {'ranks':>5} {'pieces':>6} {'original':>9} {'collective':>10} " \
-           f"{'reorg':>8} {'reorg/req':>9} {'speedup':>7} {'vs coll':>7} {'remap B':>8} {'table B':>9}"  # fmt: skip
-    lines = [head]
+    cols = [
+        ("case", "name", "6"), ("store", "store", "5"), ("ranks", "ranks", ">5"),
+        ("pieces", "pieces_per_rank", ">6"), ("original", "original_s", ">9.3f"),
+        ("collective", "collective_s", ">10.3f"), ("reorg", "reorganized_s", ">8.3f"),
+        ("reorg/req", "reorganized_pieces_s", ">9.3f"), ("speedup", "speedup", ">7.2f"),
+        ("vs coll", "speedup_vs_collective", ">7.2f"), ("w-orig", "write_original_s", ">8.3f"),
+        ("w-coll", "write_collective_s", ">8.3f"), ("w-cont", "write_container_s", ">8.3f"),
+        ("remap B", "remap_bytes", ">8"), ("table B", "table_bytes", ">9"),
+    ]  # fmt: skip
+    width = {k: "".join(ch for ch in f.split(".")[0] if ch.isdigit()) for _, k, f in cols}
+    lines = [" ".join(f"{h:>{width[k]}}" if ">" in f else f"{h:{width[k]}}" for h, k, f in cols)]
     for r in rows:
-        lines.append(
-            f"{r['name']:6} {r['store']:5} {r['ranks']:5d} {r['pieces_per_rank']:6d} "
-            f"{r.get('original_s', float('nan')):9.3f} {r.get('collective_s', float('nan')):10.3f} "
-            f"{r.get('reorganized_s', float('nan')):8.3f} {r.get('reorganized_pieces_s', float('nan')):9.3f} "
-            f"{r.get('speedup', float('nan')):7.2f} {r.get('speedup_vs_collective', float('nan')):7.2f} "
-            f"{r['remap_bytes']:8d} {r['table_bytes']:9d}"
-        )
+        cells = []
+        for _, k, f in cols:
+            v = r.get(k)
+            cells.append(f"{'-':>{width[k]}}" if v is None else f"{v:{f}}")
+        lines.append(" ".join(cells))
     return "\n".join(lines)
 
 
@@ -304,7 +320,8 @@ def main(argv: list[str]) -> int:
             for name in cases:
                 case = made[name]
                 log(f"{name} on {store} ({case.ranks} ranks, {case.file_size >> 20} MiB)")
-                rows.append(measure_case(case, store, args.targets, work, MODES, args.repeat, log))
+                modes = MODES + (WRITE_MODES if name == "ior" and not args.no_writes else ())
+                rows.append(measure_case(case, store, args.targets, work, modes, args.repeat, log))
             if args.sweeps:
                 sweep_rows += sweeps(made["ior"], store, args.targets, work, log)
                 sweep_rows += pieces_sweep(args, store, work, log)

@@ -11,7 +11,12 @@ source (read directly, to verify) and an optional perturbation. Modes:
 * ``reorganized``: ``patio.mpi.open`` on the reorganized container and one
   ``read_extents`` of the rank's requests (one read per physical run);
 * ``reorganized_pieces``: the same container read with one ``read_at`` per request
-  (an unmodified program's requests, remapped).
+  (an unmodified program's requests, remapped);
+* ``write_original``, ``write_collective``: the rank's bytes written to a new plain
+  file, one ``Write_at`` per request or one ``Write_at_all`` through the file view,
+  then ``Sync``;
+* ``write_container``: the same requests written to a new container with
+  ``patio.mpi`` (each rank appends to its own log), closed collectively (flushed).
 
 Every rank times from a barrier after the open-free setup to a barrier after its
 reads (opens included), checks its bytes against the source (CRC-32), and rank 0 writes
@@ -27,6 +32,7 @@ import zlib
 
 from mpi4py import MPI
 
+import patio
 import patio.mpi
 from patio.reorg.cases import Case, perturb
 
@@ -57,6 +63,50 @@ def _read_collective(path: str, case: Case, rank: int, total: int) -> bytes:
         fh.Close()
 
 
+def _write_original(path: str, extents: list[tuple[int, int]], data: bytes) -> None:
+    fh = MPI.File.Open(MPI.COMM_WORLD, path, MPI.MODE_WRONLY | MPI.MODE_CREATE)
+    try:
+        at = 0
+        for o, n in extents:
+            fh.Write_at(o, data[at : at + n])
+            at += n
+        fh.Sync()
+    finally:
+        fh.Close()
+
+
+def _write_collective(path: str, case: Case, rank: int, data: bytes) -> None:
+    fh = MPI.File.Open(MPI.COMM_WORLD, path, MPI.MODE_WRONLY | MPI.MODE_CREATE)
+    try:
+        disp, ft = case.file_view(MPI, rank)
+        fh.Set_view(disp, MPI.BYTE, ft)
+        fh.Write_at_all(0, data)
+        ft.Free()
+        fh.Sync()
+    finally:
+        fh.Close()
+
+
+def _write_container(comm: MPI.Comm, path: str, extents: list[tuple[int, int]], data: bytes) -> None:
+    with patio.mpi.open(comm, path, "w") as c:
+        at = 0
+        for o, n in extents:
+            c.write_at(o, data[at : at + n])
+            at += n
+
+
+def _written_ok(spec: dict, extents: list[tuple[int, int]], data: bytes) -> bool:
+    """Reads back what this rank wrote (outside the timing)."""
+    path = spec["path"]
+    if spec["mode"] == "write_container":
+        with patio.Container(path) as c:
+            back = c.read_extents(extents)
+    else:
+        with open(path, "rb") as f:
+            back = b"".join(_pread(f, o, n) for o, n in extents)
+    return back == data
+
+
 def main(argv: list[str]) -> int:
     with open(argv[0]) as f:
         spec = json.load(f)
@@ -68,7 +118,8 @@ def main(argv: list[str]) -> int:
         kind, percent = spec["perturb"]
         extents = perturb(extents, kind, percent, case.file_size)
     with open(spec["source"], "rb") as f:
-        expect = zlib.crc32(b"".join(_pread(f, o, n) for o, n in extents))
+        mine = b"".join(_pread(f, o, n) for o, n in extents)
+    expect = zlib.crc32(mine)
     mode, path = spec["mode"], spec["path"]
     total = sum(n for _, n in extents)
     physical = len(extents)
@@ -85,11 +136,20 @@ def main(argv: list[str]) -> int:
             else:
                 data = b"".join(c.read_at(n, o) for o, n in extents)
             physical = c.stats()["physical_reads"] if mode == "reorganized" else physical
+    elif mode == "write_original":
+        _write_original(path, extents, mine)
+    elif mode == "write_collective":
+        _write_collective(path, case, rank, mine)
+    elif mode == "write_container":
+        _write_container(comm, path, extents, mine)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     comm.Barrier()
     seconds = time.perf_counter() - t0
-    ok = zlib.crc32(data) == expect and len(data) == total
+    if mode.startswith("write_"):
+        ok = _written_ok(spec, extents, mine)
+    else:
+        ok = zlib.crc32(data) == expect and len(data) == total
     oks = comm.gather(ok)
     reads = comm.gather(physical)
     requests = comm.gather(len(extents))
