@@ -80,6 +80,9 @@ def mpi_env() -> dict[str, str]:
     env.setdefault("OMPI_MCA_btl", "self,vader")
     env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
     env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+    # Oversubscribed ranks waiting in a collective yield the CPU instead of spinning
+    # (they would otherwise take it from the mount's threads and the other ranks).
+    env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join([package_root, env.get("PYTHONPATH", "")])
     return env
