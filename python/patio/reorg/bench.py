@@ -306,9 +306,8 @@ def main(argv: list[str]) -> int:
     cases = args.case or list(CASES)
     stores = args.store or list(STORES)
 
-    def log(msg: str) -> None:
-        if not args.json:
-            print(msg, file=sys.stderr, flush=True)
+    def log(msg: str) -> None:  # progress, on stderr also with --json
+        print(msg, file=sys.stderr, flush=True)
 
     made = {
         "ior": ior(args.ranks, args.segments, args.block_kib * 1024, args.transfer_kib * 1024),
