@@ -257,3 +257,23 @@ def test_no_space_left_removes_the_partial_output(tmp_path: Path) -> None:
         assert src.read_bytes() == data
     finally:
         subprocess.run(["umount", str(small)], check=False)
+
+
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+
+
+def test_a_real_darshan_log_plans_one_pattern_per_rank(tmp_path: Path) -> None:
+    # mpi_io_test: 32 ranks each read and write 4 blocks of 16 MiB, 512 MiB apart, in a
+    # 2 GiB file written elsewhere; a sparse file of that size stands in for it.
+    log = TRACES / "mpi_io_test_32ranks.darshan"
+    assert log.exists(), f"shared trace missing: {log}"
+    here = tmp_path / "test.out"
+    with open(here, "wb") as f:
+        f.truncate(2 << 30)
+    plan = json.loads(patio("reorg", "plan", str(log), "--file", str(here), "--json").stdout)
+    assert plan["traced_file"] == "/yellow/users/treddy/mpi_io_rough_work/test.out"
+    assert plan["module"] == "MPIIO" and len(plan["patterns"]) == 32
+    # Each rank reads and writes the same blocks: one pattern for both streams.
+    assert all(len(p["processes"]) == 2 for p in plan["patterns"])
+    assert plan["physical_extents_before"] == 256 and plan["physical_extents_after"] == 64
+    assert plan["remap_bytes"] < 100 < plan["table_bytes"]
