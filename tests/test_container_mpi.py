@@ -14,13 +14,12 @@ the sizes of those files) and received the rest from the other ranks.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from patio import _mpirun
 
 RANKS = 4
 
@@ -96,25 +95,14 @@ with patio.mpi.open(comm, path) as c:
 
 
 def mpirun() -> list[str]:
-    exe = shutil.which("mpirun")
-    if exe is None:
+    cmd = _mpirun.command(RANKS)
+    if cmd is None:
         pytest.skip("mpirun is missing (OpenMPI: run scripts/setup.sh)")
-    cmd = [exe, "-n", str(RANKS), "--oversubscribe"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")
     return cmd
 
 
 def mpi_env() -> dict[str, str]:
-    """Shared memory only: the test machine may have no network."""
-    env = dict(os.environ)
-    env.setdefault("OMPI_MCA_btl", "self,vader")
-    env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
-    env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(__file__).resolve().parents[1] / "python"), env.get("PYTHONPATH", "")]
-    )
-    return env
+    return _mpirun.environment()
 
 
 @pytest.mark.parametrize("index", ["pattern", "raw"])

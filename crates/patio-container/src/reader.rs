@@ -219,31 +219,7 @@ impl Reader {
             return Ok(0);
         }
         let want = (buf.len() as u64).min(size - offset) as usize;
-        let mut done = 0usize;
-        while done < want {
-            let x = offset + done as u64;
-            let left = want - done;
-            match self.index.lookup(x) {
-                Lookup::Data {
-                    chunk,
-                    physical,
-                    len,
-                } => {
-                    let n = (len.min(left as u64)) as usize;
-                    self.read_data(chunk as usize, physical, &mut buf[done..done + n])?;
-                    done += n;
-                }
-                Lookup::Hole { len } => {
-                    let n = (len.min(left as u64)) as usize;
-                    buf[done..done + n].fill(0);
-                    done += n;
-                }
-                Lookup::Unmapped => {
-                    buf[done..want].fill(0);
-                    done = want;
-                }
-            }
-        }
+        self.read_extents(&[(offset, want as u64)], &mut buf[..want])?;
         Ok(want)
     }
 

@@ -41,6 +41,7 @@ from typing import Any, Self
 
 import numpy as np
 
+from patio import _mpirun
 from patio.reorg.cases import CASES, Case, ior, tile
 
 PROG = "patio bench reorg"
@@ -66,26 +67,10 @@ def patio_binary() -> str:
 
 
 def mpirun(ranks: int) -> list[str]:
-    exe = shutil.which("mpirun")
-    if exe is None:
+    cmd = _mpirun.command(ranks)
+    if cmd is None:
         raise SystemExit(f"{PROG}: error: mpirun is missing (OpenMPI: run scripts/setup.sh)")
-    cmd = [exe, "-n", str(ranks), "--oversubscribe"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")
     return cmd
-
-
-def mpi_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("OMPI_MCA_btl", "self,vader")
-    env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
-    env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
-    # Oversubscribed ranks waiting in a collective yield the CPU instead of spinning
-    # (they would otherwise take it from the mount's threads and the other ranks).
-    env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join([package_root, env.get("PYTHONPATH", "")])
-    return env
 
 
 class StoreMount:
@@ -173,7 +158,7 @@ def run_mode(case: Case, mode: str, work: Path, store: str, targets: int,
     with StoreMount(src, mnt, store, targets):
         done = subprocess.run(
             [*mpirun(case.ranks), sys.executable, "-m", "patio.reorg.ranks", str(spec_path)],
-            capture_output=True, text=True, env=mpi_env(), check=False, timeout=3600,
+            capture_output=True, text=True, env=_mpirun.environment(), check=False, timeout=3600,
         )  # fmt: skip
     if done.returncode != 0 or not out.exists():
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
