@@ -451,9 +451,11 @@ def check(path: PathArg) -> dict[str, Any]:
     return dict(container_check(path_arg(path)))
 
 
-def flatten(path: PathArg, out: PathArg) -> int:
-    """Writes the logical file as a plain file ``out``; returns its size."""
-    return int(container_flatten(path_arg(path), path_arg(out)))
+def flatten(path: PathArg, out: PathArg, *, force: bool = False) -> int:
+    """Writes the logical file as a plain (sparse) file ``out``, crash-safely; returns
+    its size. A damaged container raises :class:`ContainerError` unless ``force``
+    (its lost writes would read as zeros)."""
+    return int(container_flatten(path_arg(path), path_arg(out), bool(force)))
 
 
 def list_writers(path: PathArg) -> list[str]:

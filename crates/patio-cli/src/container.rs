@@ -43,8 +43,20 @@ pub enum ContainerCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Write the logical file as a plain file OUT (holes as zeros).
-    Flatten { path: PathBuf, out: PathBuf },
+    /// Write the logical file as a plain sparse file OUT (its holes stay holes), crash-safely; a damaged container is refused unless --force.
+    ///
+    /// OUT is written under a temporary name beside it, synced and renamed (an
+    /// existing OUT is replaced only then). A container with index damage is refused
+    /// (each damaged place is printed): the writes lost there would read as zeros.
+    /// With --force it is flattened anyway and the exit status is still 0. A size the
+    /// target file system cannot hold, or data larger than its free space, is refused.
+    Flatten {
+        path: PathBuf,
+        out: PathBuf,
+        /// Flatten a damaged container anyway (lost writes become zeros).
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 pub fn run(cmd: ContainerCommand) -> Result<()> {
@@ -56,11 +68,28 @@ pub fn run(cmd: ContainerCommand) -> Result<()> {
         } => stat_cmd(path, json, patterns),
         ContainerCommand::Map { path, out } => map_cmd(path, out),
         ContainerCommand::Check { path, json } => check_cmd(path, json),
-        ContainerCommand::Flatten { path, out } => {
+        ContainerCommand::Flatten { path, out, force } => {
+            if !force {
+                // Every damaged place, before the one-line refusal.
+                for d in Reader::open(&path)?.damage() {
+                    eprintln!("patio: warning: damaged: {d}");
+                }
+            }
             let bar = progress(stat(&path)?.size, false);
-            let size = flatten(&path, &out, |done, _| bar.set_position(done))?;
+            let done = flatten(&path, &out, force, |done, total| {
+                bar.set_length(total);
+                bar.set_position(done)
+            })?;
             bar.finish_and_clear();
-            eprintln!("patio: wrote {} ({size} bytes)", out.display());
+            for d in &done.damage {
+                eprintln!("patio: warning: damaged: {d} (lost writes written as zeros)");
+            }
+            eprintln!(
+                "patio: wrote {} ({} bytes, {} of data)",
+                out.display(),
+                done.size,
+                done.data_bytes
+            );
             Ok(())
         }
     }

@@ -137,6 +137,65 @@ fn flatten_is_byte_exact_and_check_finds_damage() {
     // stat still works and reports the damage.
     let s = json(patio().args(["container", "stat", "--json"]).arg(&p));
     assert_eq!(s["damage"].as_array().unwrap().len(), 1);
+    // flatten refuses (the lost writes would read as zeros), names the place, and
+    // leaves the earlier output alone; --force writes it with a warning.
+    let before = std::fs::read(&out).unwrap();
+    patio()
+        .args(["container", "flatten"])
+        .arg(&p)
+        .arg(&out)
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains(format!("index.{name}"))
+                .and(predicate::str::contains("patio: warning: damaged"))
+                .and(predicate::str::contains("or force")),
+        );
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+    patio()
+        .args(["container", "flatten", "--force"])
+        .arg(&p)
+        .arg(&out)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("written as zeros"));
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "no temporary file left: {left:?}");
+}
+
+#[test]
+fn flatten_keeps_holes_as_holes() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("sparse");
+    let mut w = Writer::create(&p, IndexMode::Pattern).unwrap();
+    w.write_at(0, &[7u8; 4096]).unwrap();
+    w.write_at(1 << 30, &[9u8; 4096]).unwrap();
+    w.close().unwrap();
+    let out = tmp.path().join("flat.bin");
+    patio()
+        .args(["container", "flatten"])
+        .arg(&p)
+        .arg(&out)
+        .assert()
+        .success();
+    let m = std::fs::metadata(&out).unwrap();
+    assert_eq!(m.len(), (1 << 30) + 4096);
+    assert!(
+        m.blocks() * 512 < 1 << 20,
+        "{} blocks allocated",
+        m.blocks()
+    );
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(&out).unwrap();
+    let mut b = [0u8; 4096];
+    f.read_exact_at(&mut b, 1 << 30).unwrap();
+    assert_eq!(b, [9u8; 4096]);
+    f.read_exact_at(&mut b, 1 << 20).unwrap();
+    assert_eq!(b, [0u8; 4096]);
 }
 
 #[test]

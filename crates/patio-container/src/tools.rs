@@ -8,7 +8,6 @@ use crate::reader::Reader;
 use crate::record::{self, Columns};
 use patio_core::codec::read_frames;
 use std::fs;
-use std::io::Write;
 use std::path::Path;
 use std::time::UNIX_EPOCH;
 
@@ -188,20 +187,146 @@ fn data_end(c: &Columns) -> u64 {
     }
 }
 
-/// Writes the logical file as a plain file at `out`; returns its size.
-pub fn flatten(dir: &Path, out: &Path, mut progress: impl FnMut(u64, u64)) -> Result<u64> {
-    let reader = Reader::open(dir)?;
-    let size = reader.size();
-    let mut file = fs::File::create(out).map_err(|e| ContainerError::io(out, e))?;
-    let mut buf = vec![0u8; 8 << 20];
-    let mut at = 0u64;
-    while at < size {
-        let n = reader.read_at(&mut buf, at)?;
-        file.write_all(&buf[..n])
-            .map_err(|e| ContainerError::io(out, e))?;
-        at += n as u64;
-        progress(at, size);
+/// What [`flatten`] wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Flattened {
+    /// The logical size (the output's size).
+    pub size: u64,
+    /// Bytes of data written; the rest of the output is holes.
+    pub data_bytes: u64,
+    /// Index damage found (only with `force`: otherwise flatten refuses).
+    pub damage: Vec<Damage>,
+}
+
+/// Data bytes (not holes) of the logical file, by walking the index.
+fn mapped_bytes(reader: &Reader) -> u64 {
+    let (size, index) = (reader.size(), reader.index());
+    let (mut x, mut bytes) = (0u64, 0u64);
+    while x < size {
+        match index.lookup(x) {
+            patio_core::Lookup::Data { len, .. } => {
+                let n = len.min(size - x);
+                bytes += n;
+                x += n;
+            }
+            patio_core::Lookup::Hole { len } => x += len.max(1),
+            patio_core::Lookup::Unmapped => break,
+        }
     }
-    file.sync_all().map_err(|e| ContainerError::io(out, e))?;
-    Ok(size)
+    bytes
+}
+
+/// Free bytes for an unprivileged writer on the file system holding `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs is plain old data; zeroed is a valid value, and the path is a
+    // valid NUL-terminated string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0)
+        .then(|| (st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+/// Writes the logical file as a plain file at `out` (replacing it): a sparse file
+/// whose holes are the container's, written under a temporary name beside `out`,
+/// synced and renamed. Refuses a damaged container (lost writes would read as zeros)
+/// unless `force`, a size the target file system cannot hold and data that does not
+/// fit in its free space. `progress(done, total)` counts data bytes.
+pub fn flatten(
+    dir: &Path,
+    out: &Path,
+    force: bool,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<Flattened> {
+    let reader = Reader::open(dir)?;
+    let damage = reader.damage().to_vec();
+    if !damage.is_empty() && !force {
+        let first = &damage[0];
+        return Err(ContainerError::Invalid(format!(
+            "{}: damaged in {} place(s) (first: {} at byte {}: {}); its lost writes would \
+             read as zeros: see `patio container check`, or force",
+            dir.display(),
+            damage.len(),
+            first.path.display(),
+            first.offset,
+            first.reason
+        )));
+    }
+    let size = reader.size();
+    let data_bytes = mapped_bytes(&reader);
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    if let Some(free) = free_bytes(&parent) {
+        if free < data_bytes {
+            return Err(ContainerError::Invalid(format!(
+                "{}: needs {data_bytes} bytes of space, {free} free on its file system",
+                out.display()
+            )));
+        }
+    }
+    let name = out
+        .file_name()
+        .map_or_else(|| "flatten".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = parent.join(format!(
+        ".{name}.flatten-{}-{}",
+        std::process::id(),
+        layout::now_ns()
+    ));
+    let result = write_sparse(&reader, &tmp, size, data_bytes, &mut progress)
+        .and_then(|()| fs::rename(&tmp, out).map_err(|e| ContainerError::io(out, e)))
+        .and_then(|()| layout::sync_dir(&parent));
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result?;
+    Ok(Flattened {
+        size,
+        data_bytes,
+        damage,
+    })
+}
+
+fn write_sparse(
+    reader: &Reader,
+    tmp: &Path,
+    size: u64,
+    data_bytes: u64,
+    progress: &mut impl FnMut(u64, u64),
+) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(tmp)
+        .map_err(|e| ContainerError::io(tmp, e))?;
+    file.set_len(size).map_err(|e| {
+        if e.raw_os_error() == Some(libc::EFBIG) {
+            ContainerError::Invalid(format!(
+                "{}: its file system cannot hold a file of {size} bytes",
+                tmp.parent().unwrap_or(tmp).display()
+            ))
+        } else {
+            ContainerError::io(tmp, e)
+        }
+    })?;
+    let mut buf = vec![0u8; 8 << 20];
+    let (mut x, mut done) = (0u64, 0u64);
+    while x < size {
+        match reader.index().lookup(x) {
+            patio_core::Lookup::Data { len, .. } => {
+                let n = len.min(size - x).min(buf.len() as u64) as usize;
+                let got = reader.read_at(&mut buf[..n], x)?;
+                file.write_all_at(&buf[..got], x)
+                    .map_err(|e| ContainerError::io(tmp, e))?;
+                x += got as u64;
+                done += got as u64;
+                progress(done, data_bytes);
+            }
+            patio_core::Lookup::Hole { len } => x += len.max(1),
+            patio_core::Lookup::Unmapped => break,
+        }
+    }
+    file.sync_all().map_err(|e| ContainerError::io(tmp, e))
 }

@@ -778,9 +778,15 @@ pub fn container_check<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'p
 
 /// Writes the logical file as a plain file at `out`; returns its size.
 #[pyfunction]
-pub fn container_flatten(py: Python<'_>, path: PathBuf, out: PathBuf) -> PyResult<u64> {
+pub fn container_flatten(
+    py: Python<'_>,
+    path: PathBuf,
+    out: PathBuf,
+    force: bool,
+) -> PyResult<u64> {
     check_container(&path)?;
-    py.allow_threads(|| tools::flatten(&path, &out, |_, _| {}))
+    py.allow_threads(|| tools::flatten(&path, &out, force, |_, _| {}))
+        .map(|f| f.size)
         .map_err(|e| container_err(py, e))
 }
 

@@ -181,7 +181,7 @@ proptest! {
         prop_assert_eq!(std::fs::read(&path).unwrap(), bytes.clone(), "source untouched");
 
         let flat = dir.path().join("flat.bin");
-        flatten(&out, &flat, |_, _| {}).unwrap();
+        flatten(&out, &flat, false, |_, _| {}).unwrap();
         prop_assert_eq!(std::fs::read(&flat).unwrap(), bytes.clone());
 
         let reader = Reader::open(&out).unwrap();
