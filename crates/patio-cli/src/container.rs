@@ -223,6 +223,7 @@ struct CheckOut {
     records: u64,
     writes: u64,
     damage: Vec<String>,
+    unindexed_tail_bytes: u64,
 }
 
 fn check_cmd(path: PathBuf, json: bool) -> Result<()> {
@@ -233,6 +234,7 @@ fn check_cmd(path: PathBuf, json: bool) -> Result<()> {
         records: report.records,
         writes: report.writes,
         damage: report.damage.iter().map(|d| d.to_string()).collect(),
+        unindexed_tail_bytes: report.unindexed_tail_bytes,
     };
     if json {
         write_stdout(&format!("{}\n", serde_json::to_string_pretty(&out)?))?;
@@ -243,6 +245,12 @@ fn check_cmd(path: PathBuf, json: bool) -> Result<()> {
         );
         for d in &out.damage {
             text.push_str(&format!("damaged: {d}\n"));
+        }
+        if out.unindexed_tail_bytes > 0 {
+            text.push_str(&format!(
+                "{} data bytes after the last indexed write of their writer (an unflushed tail, never acknowledged)\n",
+                out.unindexed_tail_bytes
+            ));
         }
         write_stdout(&text)?;
     }

@@ -167,6 +167,50 @@ fn flatten_is_byte_exact_and_check_finds_damage() {
 }
 
 #[test]
+fn check_reports_orphaned_data_logs_and_stray_logs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("ckpt");
+    checkpoint(&p, IndexMode::Pattern);
+    let name = layout::list_writers(&p).unwrap()[2].clone();
+    std::fs::remove_file(layout::index_path(&p, &name)).unwrap();
+    std::fs::create_dir(p.join("index.stray")).unwrap();
+    let out = patio()
+        .args(["container", "check", "--json"])
+        .arg(&p)
+        .assert()
+        .code(2)
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let damage: Vec<String> = v["damage"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        damage
+            .iter()
+            .any(|d| d.contains(&format!("data.{name}")) && d.contains("without an index log")),
+        "{damage:?}"
+    );
+    assert!(
+        damage
+            .iter()
+            .any(|d| d.contains("index.stray") && d.contains("not a regular file")),
+        "{damage:?}"
+    );
+    // Readers report the stray log as damage instead of failing.
+    let s = json(patio().args(["container", "stat", "--json"]).arg(&p));
+    assert!(s["damage"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d.to_string().contains("index.stray")));
+}
+
+#[test]
 fn flatten_keeps_holes_as_holes() {
     use std::os::unix::fs::MetadataExt;
     let tmp = tempfile::tempdir().unwrap();

@@ -11,11 +11,11 @@ pub enum ContainerError {
     #[error("{0}")]
     Invalid(String),
     /// A system call on a container file failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         path: String,
-        #[source]
-        source: std::io::Error,
+        /// Shown in the message, not as a separate cause (which would print it twice).
+        error: std::io::Error,
     },
     /// A file whose bytes do not decode (marker, meta or a damaged index record that
     /// cannot be skipped).
@@ -34,7 +34,7 @@ impl ContainerError {
     pub(crate) fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
         ContainerError::Io {
             path: path.as_ref().display().to_string(),
-            source,
+            error: source,
         }
     }
 
@@ -53,7 +53,7 @@ impl ContainerError {
     /// The OS error number for front ends that answer with errno (FUSE).
     pub fn errno(&self) -> i32 {
         match self {
-            ContainerError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+            ContainerError::Io { error, .. } => error.raw_os_error().unwrap_or(libc::EIO),
             ContainerError::Invalid(_) => libc::EINVAL,
             _ => libc::EIO,
         }

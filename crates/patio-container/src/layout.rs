@@ -243,6 +243,38 @@ pub fn claim_writer(dir: &Path) -> Result<(String, File)> {
     unreachable!("writer names are unbounded")
 }
 
+/// Damage when `path` (a log's name) is something else than a regular file: a stray
+/// directory or device named like a log holds no writes and is reported, not read.
+pub fn not_a_log(path: &Path) -> Option<Damage> {
+    let meta = fs::symlink_metadata(path).ok()?;
+    (!meta.is_file()).then(|| Damage {
+        path: path.to_path_buf(),
+        offset: 0,
+        reason: "not a regular file; ignored".into(),
+        lost_bytes: 0,
+    })
+}
+
+/// Data logs present without an index log (`(path, bytes)`): their bytes are
+/// unreachable — the index that referred to them is gone.
+pub fn orphan_data_logs(dir: &Path, writers: &[String]) -> Result<Vec<(PathBuf, u64)>> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).map_err(|e| ContainerError::io(dir, e))? {
+        let entry = entry.map_err(|e| ContainerError::io(dir, e))?;
+        let file_name = entry.file_name();
+        let Some(name) = file_name.to_str().and_then(|n| n.strip_prefix("data.")) else {
+            continue;
+        };
+        if writers.iter().any(|w| w == name) {
+            continue;
+        }
+        let len = entry.metadata().map_or(0, |m| m.len());
+        out.push((entry.path(), len));
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// Every writer of the container (names, from the index logs present), sorted.
 pub fn list_writers(dir: &Path) -> Result<Vec<String>> {
     let mut names = Vec::new();

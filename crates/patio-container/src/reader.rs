@@ -84,8 +84,9 @@ impl Reader {
         let names = layout::list_writers(dir)?;
         let loaded = parallel_map(&names, |name| {
             let path = layout::index_path(dir, name);
-            let bytes = fs::read(&path).map_err(|e| ContainerError::io(&path, e))?;
-            let (records, damage) = decode_log(&path, &bytes);
+            let (bytes, stray) = read_index_log(&path)?;
+            let (records, mut damage) = decode_log(&path, &bytes);
+            damage.extend(stray);
             Ok((
                 WriterLog {
                     name: name.clone(),
@@ -408,14 +409,25 @@ fn parallel_map<T: Sync, R: Send>(
     Ok(out)
 }
 
+/// The bytes of an index log; a path named like one that is not a regular file (a
+/// stray directory) reads as an empty log with its damage.
+fn read_index_log(path: &Path) -> Result<(Vec<u8>, Option<Damage>)> {
+    if let Some(d) = layout::not_a_log(path) {
+        return Ok((Vec::new(), Some(d)));
+    }
+    let bytes = fs::read(path).map_err(|e| ContainerError::io(path, e))?;
+    Ok((bytes, None))
+}
+
 /// Reads the named index logs (one rank's share), keeping each log's intact prefix
 /// and reporting the rest.
 pub fn read_logs(dir: &Path, names: &[String]) -> Result<Vec<LogBytes>> {
     parallel_map(names, |name| {
         let path = layout::index_path(dir, name);
-        let mut bytes = fs::read(&path).map_err(|e| ContainerError::io(&path, e))?;
+        let (mut bytes, stray) = read_index_log(&path)?;
         let disk_bytes = bytes.len() as u64;
-        let (_, damage) = decode_log(&path, &bytes);
+        let (_, mut damage) = decode_log(&path, &bytes);
+        damage.extend(stray);
         if let Some(d) = damage.first() {
             bytes.truncate(if d.offset < LOG_HEADER as u64 {
                 0

@@ -99,6 +99,10 @@ pub struct CheckReport {
     pub records: u64,
     pub writes: u64,
     pub damage: Vec<Damage>,
+    /// Data-log bytes after the last byte any record of their writer refers to: the
+    /// unflushed tail of a writer that stopped without flushing (never acknowledged,
+    /// so not damage), summed over writers.
+    pub unindexed_tail_bytes: u64,
 }
 
 impl CheckReport {
@@ -114,10 +118,45 @@ pub fn check(dir: &Path) -> Result<CheckReport> {
     let mut report = CheckReport::default();
     let (_, damage) = layout::read_truncations(dir)?;
     report.damage.extend(damage);
-    for name in layout::list_writers(dir)? {
+    let writers = layout::list_writers(dir)?;
+    for (path, len) in layout::orphan_data_logs(dir, &writers)? {
+        report.damage.push(Damage {
+            path,
+            offset: 0,
+            reason: "data log without an index log: its bytes are unreachable".into(),
+            lost_bytes: len,
+        });
+    }
+    for name in writers {
         report.logs += 1;
         let path = layout::index_path(dir, &name);
-        let bytes = fs::read(&path).map_err(|e| ContainerError::io(&path, e))?;
+        if let Some(d) = layout::not_a_log(&path) {
+            report.damage.push(d);
+            continue;
+        }
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) => {
+                report.damage.push(Damage {
+                    path: path.clone(),
+                    offset: 0,
+                    reason: format!("cannot read the index log: {e}"),
+                    lost_bytes: 0,
+                });
+                continue;
+            }
+        };
+        let data_path = layout::data_path(dir, &name);
+        if let Err(e) = fs::File::open(&data_path) {
+            if e.kind() != std::io::ErrorKind::NotFound || bytes.len() > LOG_HEADER {
+                report.damage.push(Damage {
+                    path: data_path.clone(),
+                    offset: 0,
+                    reason: format!("cannot read the data log: {e}"),
+                    lost_bytes: 0,
+                });
+            }
+        }
         if bytes.is_empty() {
             continue;
         }
@@ -130,8 +169,8 @@ pub fn check(dir: &Path) -> Result<CheckReport> {
             });
             continue;
         }
-        let data_path = layout::data_path(dir, &name);
         let data_len = fs::metadata(&data_path).map_or(0, |m| m.len());
+        let mut indexed_end = 0u64;
         let (frames, err) = read_frames(&bytes[LOG_HEADER..], LOG_HEADER);
         for (at, payload) in frames {
             let lost = bytes.len() as u64 - (at as u64 - 8);
@@ -140,6 +179,7 @@ pub fn check(dir: &Path) -> Result<CheckReport> {
                     report.records += 1;
                     report.writes += r.writes;
                     let data_end = data_end(&r.columns);
+                    indexed_end = indexed_end.max(data_end);
                     if data_end > data_len {
                         report.damage.push(Damage {
                             path: data_path.clone(),
@@ -169,6 +209,7 @@ pub fn check(dir: &Path) -> Result<CheckReport> {
                 .damage
                 .push(layout::frame_damage(&path, bytes.len() as u64, e));
         }
+        report.unindexed_tail_bytes += data_len.saturating_sub(indexed_end);
     }
     Ok(report)
 }

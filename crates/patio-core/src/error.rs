@@ -20,11 +20,11 @@ pub enum CoreError {
         line: u64,
         reason: String,
     },
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         path: String,
-        #[source]
-        source: std::io::Error,
+        /// Shown in the message, not as a separate cause (which would print it twice).
+        error: std::io::Error,
     },
 }
 
@@ -39,7 +39,7 @@ impl CoreError {
     pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Self {
         CoreError::Io {
             path: path.as_ref().display().to_string(),
-            source,
+            error: source,
         }
     }
 }

@@ -40,11 +40,11 @@ pub enum FsError {
     #[error("{0}")]
     Invalid(String),
     /// A system call failed: what was being done, and the OS error.
-    #[error("{what}: {source}")]
+    #[error("{what}: {error}")]
     Io {
         what: String,
-        #[source]
-        source: std::io::Error,
+        /// Shown in the message, not as a separate cause (which would print it twice).
+        error: std::io::Error,
     },
     /// Encoding or writing the trace failed.
     #[error("{0}")]
@@ -55,7 +55,7 @@ impl FsError {
     pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
         FsError::Io {
             what: what.into(),
-            source,
+            error: source,
         }
     }
 }

@@ -73,7 +73,7 @@ impl Failure {
 fn container_err(py: Python<'_>, e: patio_container::ContainerError) -> PyErr {
     use patio_container::ContainerError as E;
     match e {
-        E::Io { path, source } => os_error(&path, &source),
+        E::Io { path, error } => os_error(&path, &error),
         E::Corrupt {
             path,
             offset,
@@ -763,6 +763,7 @@ pub fn container_check<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'p
     d.set_item("records", r.records)?;
     d.set_item("writes", r.writes)?;
     d.set_item("clean", r.is_clean())?;
+    d.set_item("unindexed_tail_bytes", r.unindexed_tail_bytes)?;
     let damage = PyList::empty(py);
     for x in &r.damage {
         let item = PyDict::new(py);

@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 /// core's message.
 pub(crate) fn core_err(e: CoreError) -> PyErr {
     match e {
-        CoreError::Io { path, source } => os_error(&path, &source),
+        CoreError::Io { path, error } => os_error(&path, &error),
         other => PyValueError::new_err(other.to_string()),
     }
 }

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReorgError {
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        /// Shown in the message, not as a separate cause (which would print it twice).
+        error: std::io::Error,
     },
     #[error("{0}")]
     Container(#[from] patio_container::ContainerError),
@@ -50,7 +50,7 @@ impl ReorgError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         ReorgError::Io {
             path: path.into(),
-            source,
+            error: source,
         }
     }
 }
