@@ -231,8 +231,8 @@ def sweeps(case: Case, store: str, targets: int, work: Path, log: Any) -> list[d
 def pieces_sweep(args: argparse.Namespace, store: str, work: Path, log: Any) -> list[dict[str, Any]]:
     """IOR with the same bytes per rank in more, smaller transfers."""
     out = []
-    for transfer_kib in (1024, 256, 64, 16, 4):
-        case = ior(args.ranks, args.segments, args.block_kib * 1024, min(transfer_kib, args.block_kib) * 1024)
+    for transfer_kib in sorted({min(t, args.block_kib) for t in (1024, 256, 64, 16, 4)}, reverse=True):
+        case = ior(args.ranks, args.segments, args.block_kib * 1024, transfer_kib * 1024)
         row = measure_case(case, store, args.targets, work, ("original", "collective", "reorganized"), 1, log)
         row["sweep"] = "pieces"
         out.append(row)
