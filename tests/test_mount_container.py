@@ -567,6 +567,19 @@ def test_a_killed_writer_is_flushed_when_its_files_close(mount: Any) -> None:
 # ---- bad inputs ---------------------------------------------------------------------
 
 
+def test_a_mount_point_that_is_already_a_mount_is_refused(mount: Any, base: Path) -> None:
+    m = mount()
+    other = base / "other"
+    other.mkdir()
+    # The mount is empty, so only its being a mount point can refuse it.
+    assert os.listdir(m.mnt) == []
+    done = patio("mount", "container", str(other), str(m.mnt), check=False)
+    one_line_error(done, "already a mount point")
+    assert os.path.ismount(m.mnt)
+    m.stop()
+    assert not os.path.ismount(m.mnt)
+
+
 def test_bad_inputs_are_one_line_errors(base: Path) -> None:
     backend, mnt = base / "backend", base / "mnt"
     backend.mkdir()

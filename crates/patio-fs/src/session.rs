@@ -118,7 +118,60 @@ pub fn check_mountpoint(p: &Path, source: &Path) -> Result<PathBuf> {
             shown(source)
         )));
     }
+    if is_mount_point(&canonical) {
+        // Mounting over it would hide that mount, and stopping ours (an unmount of the
+        // path) could then unmount the wrong one.
+        return Err(FsError::Invalid(format!(
+            "mount point {} is already a mount point: unmount it first",
+            shown(p)
+        )));
+    }
     Ok(canonical)
+}
+
+/// Whether `canonical` is where a file system is mounted: listed as a mount point in
+/// /proc/self/mountinfo (octal escapes decoded), or, without /proc, on another device
+/// than its parent.
+fn is_mount_point(canonical: &Path) -> bool {
+    match fs::read_to_string("/proc/self/mountinfo") {
+        Ok(info) => info.lines().any(|line| {
+            line.split(' ')
+                .nth(4)
+                .is_some_and(|field| Path::new(&unescape_mountinfo(field)) == canonical)
+        }),
+        Err(_) => {
+            use std::os::unix::fs::MetadataExt;
+            let parent = canonical.parent().unwrap_or(canonical);
+            match (fs::metadata(canonical), fs::metadata(parent)) {
+                (Ok(a), Ok(b)) => a.dev() != b.dev(),
+                _ => false,
+            }
+        }
+    }
+}
+
+/// A mountinfo path field: spaces, tabs, newlines and backslashes are `\ooo` octal.
+fn unescape_mountinfo(field: &str) -> std::ffi::OsString {
+    use std::os::unix::ffi::OsStringExt;
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b[i] == b'\\'
+            && i + 4 <= b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c));
+        if octal {
+            let v = b[i + 1..i + 4]
+                .iter()
+                .fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0'));
+            out.push(v as u8);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    std::ffi::OsString::from_vec(out)
 }
 
 /// `/dev/fuse` must exist and be the FUSE character device.
@@ -260,6 +313,15 @@ pub fn serve<FS: Filesystem>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mount_points_are_recognised() {
+        assert!(is_mount_point(Path::new("/")));
+        assert!(is_mount_point(Path::new("/proc")));
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!is_mount_point(&fs::canonicalize(dir.path()).unwrap()));
+        assert_eq!(unescape_mountinfo("/a\\040b\\134c\\0"), "/a b\\c\\0");
+    }
 
     #[test]
     fn bad_sources_and_mount_points_are_refused_with_a_reason() {
