@@ -128,7 +128,8 @@ def test_overlapping_tiles_are_resolved_and_explained(tmp_path: Path) -> None:
             ext = [((y * n + tx) * elem, tile * elem) for y in range(ty, ty + tile)]
             before = c.stats()["physical_reads"]
             assert c.read_extents(ext) == b"".join(data[o : o + k] for o, k in ext)
-            assert c.stats()["physical_reads"] - before == p["extents_after"]
+            # At most the plan's physical extents (small gaps are read through).
+            assert 1 <= c.stats()["physical_reads"] - before <= p["extents_after"]
 
 
 MPI_SCRIPT = r"""

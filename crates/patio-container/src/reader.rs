@@ -227,7 +227,8 @@ impl Reader {
     /// Reads the logical `extents` `(offset, len)` one after another into `buf`
     /// (exactly their total length), issuing one read per physical run: pieces that
     /// follow each other in the same data log — a pattern stored contiguously by a
-    /// reorganization — are read together. Returns the number of reads issued.
+    /// reorganization — are read together, across forward gaps of up to
+    /// [`SIEVE_GAP`] bytes (read and dropped). Returns the number of reads issued.
     /// Holes read as zeros; an extent past the end of the file is an error.
     pub fn read_extents(&self, extents: &[(u64, u64)], buf: &mut [u8]) -> Result<u64> {
         let size = self.size();
@@ -247,8 +248,7 @@ impl Reader {
                 buf.len()
             )));
         }
-        // The run being gathered: (chunk, physical start, buffer start, length).
-        let mut run: Option<(usize, u64, usize, usize)> = None;
+        let mut run: Option<Run> = None;
         let mut reads = 0u64;
         let mut done = 0usize;
         for &(o, l) in extents {
@@ -263,21 +263,15 @@ impl Reader {
                         len,
                     } => {
                         let n = len.min(left) as usize;
-                        let chunk = chunk as usize;
+                        let piece = (physical, done, n);
                         match &mut run {
-                            Some((c, p, b, rl))
-                                if *c == chunk
-                                    && *p + *rl as u64 == physical
-                                    && *b + *rl == done =>
-                            {
-                                *rl += n
-                            }
+                            Some(r) if r.takes(chunk as usize, physical, n) => r.push(piece),
                             _ => {
-                                if let Some((c, p, b, rl)) = run.take() {
-                                    self.read_data(c, p, &mut buf[b..b + rl])?;
+                                if let Some(r) = run.take() {
+                                    self.read_run(r, buf)?;
                                     reads += 1;
                                 }
-                                run = Some((chunk, physical, done, n));
+                                run = Some(Run::new(chunk as usize, piece));
                             }
                         }
                         x += n as u64;
@@ -298,11 +292,32 @@ impl Reader {
                 }
             }
         }
-        if let Some((c, p, b, rl)) = run {
-            self.read_data(c, p, &mut buf[b..b + rl])?;
+        if let Some(r) = run {
+            self.read_run(r, buf)?;
             reads += 1;
         }
         Ok(reads)
+    }
+
+    /// One read of a run: straight into `buf` when its pieces are contiguous on disk
+    /// and in `buf`, else the whole span into a scratch buffer, scattered.
+    fn read_run(&self, run: Run, buf: &mut [u8]) -> Result<()> {
+        let (p0, b0, _) = run.pieces[0];
+        let direct = run.pieces.windows(2).all(|w| {
+            let ((p, b, n), (q, c, _)) = (w[0], w[1]);
+            p + n as u64 == q && b + n == c
+        });
+        if direct {
+            let len = (run.end - p0) as usize;
+            return self.read_data(run.chunk, p0, &mut buf[b0..b0 + len]);
+        }
+        let mut scratch = vec![0u8; (run.end - run.start) as usize];
+        self.read_data(run.chunk, run.start, &mut scratch)?;
+        for (p, b, n) in run.pieces {
+            let at = (p - run.start) as usize;
+            buf[b..b + n].copy_from_slice(&scratch[at..at + n]);
+        }
+        Ok(())
     }
 
     fn read_data(&self, chunk: usize, physical: u64, out: &mut [u8]) -> Result<()> {
@@ -331,6 +346,52 @@ impl Reader {
             }
         }
         Ok(())
+    }
+}
+
+/// Forward gaps of up to this many bytes between the pieces a `read_extents` call
+/// needs from one data log are read through and dropped instead of starting another
+/// read (data sieving, as MPI-IO libraries do for independent non-contiguous reads): a
+/// pattern read with requests a little smaller than planned stays one read.
+pub const SIEVE_GAP: u64 = 256 << 10;
+/// The most bytes one sieved read spans.
+pub const SIEVE_SPAN: u64 = 16 << 20;
+
+/// Pieces of one data log read together: `(physical, buffer position, length)`.
+struct Run {
+    chunk: usize,
+    start: u64,
+    end: u64,
+    /// No gap between the pieces on disk so far.
+    gapless: bool,
+    pieces: Vec<(u64, usize, usize)>,
+}
+
+impl Run {
+    fn new(chunk: usize, piece: (u64, usize, usize)) -> Self {
+        Run {
+            chunk,
+            start: piece.0,
+            end: piece.0 + piece.2 as u64,
+            gapless: true,
+            pieces: vec![piece],
+        }
+    }
+
+    /// Whether the piece of `len` bytes at `physical` of `chunk` joins this read:
+    /// same log, forward, a gap of at most [`SIEVE_GAP`]; a read with gaps (which goes
+    /// through a scratch buffer) spans at most [`SIEVE_SPAN`] bytes, a gapless one any.
+    fn takes(&self, chunk: usize, physical: u64, len: usize) -> bool {
+        if chunk != self.chunk || physical < self.end || physical - self.end > SIEVE_GAP {
+            return false;
+        }
+        (physical == self.end && self.gapless) || physical + len as u64 - self.start <= SIEVE_SPAN
+    }
+
+    fn push(&mut self, piece: (u64, usize, usize)) {
+        self.gapless &= piece.0 == self.end;
+        self.end = piece.0 + piece.2 as u64;
+        self.pieces.push(piece);
     }
 }
 

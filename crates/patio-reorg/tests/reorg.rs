@@ -195,8 +195,9 @@ proptest! {
             prop_assert_eq!(&buf[..n], &bytes[lo..hi]);
         }
 
-        // Every process's requests, as one extent read: the bytes, in as many physical
-        // reads as the plan's layout says; for a planned pattern, as the plan promises.
+        // Every process's requests, as one extent read: the bytes, in at most as many
+        // physical reads as the plan's layout has runs (fewer where small gaps are
+        // read through); for a planned pattern, at most what the plan promises.
         let layout = plan.layout();
         for reqs in &processes {
             if reqs.is_empty() { continue; }
@@ -204,13 +205,15 @@ proptest! {
             let mut buf = vec![0u8; want.len()];
             let reads = reader.read_extents(reqs, &mut buf).unwrap();
             prop_assert_eq!(&buf, &want);
-            prop_assert_eq!(reads, layout.runs(reqs));
+            prop_assert!(reads >= 1 && reads <= layout.runs(reqs));
         }
         for p in &plan.patterns {
             let rank: usize = p.processes[0].split(' ').nth(1).unwrap().parse().unwrap();
             let mut buf = vec![0u8; gather(&bytes, &processes[rank]).len()];
-            prop_assert_eq!(reader.read_extents(&processes[rank], &mut buf).unwrap(), p.extents_after);
+            let reads = reader.read_extents(&processes[rank], &mut buf).unwrap();
+            prop_assert!(reads <= p.extents_after);
             if p.ceded.is_empty() {
+                prop_assert_eq!(reads, 1);
                 prop_assert_eq!(p.extents_after, 1, "an uncontested pattern is one read");
             }
         }
