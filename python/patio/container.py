@@ -446,8 +446,11 @@ def remove(path: PathArg) -> None:
 
 
 def check(path: PathArg) -> dict[str, Any]:
-    """Verifies every index record: ``{logs, records, writes, clean, damage}`` where
-    ``damage`` lists ``{path, offset, reason, lost_bytes}``."""
+    """Verifies every index record and log: ``{logs, records, writes, clean, damage,
+    unindexed_tail_bytes}`` where ``damage`` lists ``{path, offset, reason,
+    lost_bytes}`` (damaged records, data logs without an index, unreadable logs,
+    stray entries named like logs) and ``unindexed_tail_bytes`` counts data written
+    after a writer's last indexed write (an unflushed tail, never acknowledged)."""
     return dict(container_check(path_arg(path)))
 
 
