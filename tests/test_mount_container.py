@@ -567,6 +567,23 @@ def test_a_killed_writer_is_flushed_when_its_files_close(mount: Any) -> None:
 # ---- bad inputs ---------------------------------------------------------------------
 
 
+def test_st_blocks_counts_what_is_stored_not_the_holes(mount: Any) -> None:
+    m = mount()
+    path = m.mnt / "sparse"
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        os.pwrite(fd, b"a" * 4096, 0)
+        os.pwrite(fd, b"b" * 4096, 1 << 62)
+    finally:
+        os.close(fd)
+    st = os.stat(path)
+    assert st.st_size == (1 << 62) + 4096
+    # Two 4 KiB writes: a few blocks of logs, not size/512 (4 EiB for du).
+    assert 0 < st.st_blocks * 512 < 1 << 20, st.st_blocks
+    du = subprocess.run(["du", "-k", str(path)], capture_output=True, text=True, check=True)
+    assert int(du.stdout.split()[0]) < 1024, du.stdout
+
+
 def test_a_mount_point_that_is_already_a_mount_is_refused(mount: Any, base: Path) -> None:
     m = mount()
     other = base / "other"

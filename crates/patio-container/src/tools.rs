@@ -18,6 +18,9 @@ pub struct QuickStat {
     pub mtime_ns: u64,
     /// True when the size came from the meta files alone.
     pub from_meta: bool,
+    /// Bytes the writers' data and index logs occupy on disk (allocated blocks, so
+    /// holes of the logical file cost nothing).
+    pub disk_bytes: u64,
 }
 
 /// Size and mtime from the writers' meta files and the truncation log. Falls back to
@@ -35,7 +38,17 @@ pub fn stat(dir: &Path) -> Result<QuickStat> {
     let mut size = last.map_or(0, |t| t.size);
     let mut mtime = marker_time.max(last.map_or(0, |t| t.key));
     let mut exact = true;
+    let mut disk_bytes = 0u64;
     for name in layout::list_writers(dir)? {
+        for log in [
+            layout::data_path(dir, &name),
+            layout::index_path(dir, &name),
+        ] {
+            disk_bytes += fs::metadata(&log).map_or(0, |m| {
+                use std::os::unix::fs::MetadataExt;
+                m.blocks() * 512
+            });
+        }
         let meta = match WriterMeta::read(&layout::meta_path(dir, &name)) {
             Some(m) => m,
             None => {
@@ -65,6 +78,7 @@ pub fn stat(dir: &Path) -> Result<QuickStat> {
         size,
         mtime_ns: mtime,
         from_meta: exact,
+        disk_bytes,
     })
 }
 

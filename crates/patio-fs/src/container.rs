@@ -480,7 +480,9 @@ impl Shared {
         Ok(FileAttr {
             ino: INodeNo(ino),
             size,
-            blocks: size.div_ceil(512),
+            // What the logs occupy, as `du` expects (not size/512: a file with holes
+            // would report exabytes).
+            blocks: quick.disk_bytes.div_ceil(512),
             atime: system_time(m.atime(), m.atime_nsec()),
             mtime: from_ns(mtime),
             ctime: system_time(m.ctime(), m.ctime_nsec()),
