@@ -225,8 +225,9 @@ impl Reader {
     }
 
     /// Reads the logical `extents` `(offset, len)` one after another into `buf`
-    /// (exactly their total length), issuing one read per physical run: pieces that
-    /// follow each other in the same data log — a pattern stored contiguously by a
+    /// (exactly their total length), issuing one read per physical run: the pieces
+    /// are read in data-log order whatever the extents' order, and pieces that follow
+    /// each other in the same data log — a pattern stored contiguously by a
     /// reorganization — are read together, across forward gaps of up to
     /// [`SIEVE_GAP`] bytes (read and dropped). Returns the number of reads issued.
     /// Holes read as zeros; an extent past the end of the file is an error.
@@ -248,47 +249,52 @@ impl Reader {
                 buf.len()
             )));
         }
-        let mut run: Option<Run> = None;
-        let mut reads = 0u64;
+        // Every piece's place on disk and in `buf` (holes are zero-filled now), then
+        // the pieces in disk order, read in as few runs as the sieve allows.
+        let mut pieces: Vec<(usize, u64, usize, usize)> = Vec::new();
         let mut done = 0usize;
         for &(o, l) in extents {
             let mut x = o;
             let end = o + l;
             while x < end {
                 let left = end - x;
-                match self.index.lookup(x) {
+                let n = match self.index.lookup(x) {
                     Lookup::Data {
                         chunk,
                         physical,
                         len,
                     } => {
                         let n = len.min(left) as usize;
-                        let piece = (physical, done, n);
-                        match &mut run {
-                            Some(r) if r.takes(chunk as usize, physical, n) => r.push(piece),
-                            _ => {
-                                if let Some(r) = run.take() {
-                                    self.read_run(r, buf)?;
-                                    reads += 1;
-                                }
-                                run = Some(Run::new(chunk as usize, piece));
-                            }
-                        }
-                        x += n as u64;
-                        done += n;
+                        pieces.push((chunk as usize, physical, done, n));
+                        n
                     }
                     Lookup::Hole { len } => {
                         let n = len.min(left) as usize;
                         buf[done..done + n].fill(0);
-                        x += n as u64;
-                        done += n;
+                        n
                     }
                     Lookup::Unmapped => {
-                        let n = left as usize;
-                        buf[done..done + n].fill(0);
-                        x = end;
-                        done += n;
+                        buf[done..done + left as usize].fill(0);
+                        left as usize
                     }
+                };
+                x += n as u64;
+                done += n;
+            }
+        }
+        pieces.sort_unstable_by_key(|&(chunk, physical, at, _)| (chunk, physical, at));
+        let mut run: Option<Run> = None;
+        let mut reads = 0u64;
+        for (chunk, physical, at, n) in pieces {
+            let piece = (physical, at, n);
+            match &mut run {
+                Some(r) if r.takes(chunk, piece) => r.push(piece),
+                _ => {
+                    if let Some(r) = run.take() {
+                        self.read_run(r, buf)?;
+                        reads += 1;
+                    }
+                    run = Some(Run::new(chunk, piece));
                 }
             }
         }
@@ -303,11 +309,7 @@ impl Reader {
     /// and in `buf`, else the whole span into a scratch buffer, scattered.
     fn read_run(&self, run: Run, buf: &mut [u8]) -> Result<()> {
         let (p0, b0, _) = run.pieces[0];
-        let direct = run.pieces.windows(2).all(|w| {
-            let ((p, b, n), (q, c, _)) = (w[0], w[1]);
-            p + n as u64 == q && b + n == c
-        });
-        if direct {
+        if run.direct {
             let len = (run.end - p0) as usize;
             return self.read_data(run.chunk, p0, &mut buf[b0..b0 + len]);
         }
@@ -362,8 +364,9 @@ struct Run {
     chunk: usize,
     start: u64,
     end: u64,
-    /// No gap between the pieces on disk so far.
-    gapless: bool,
+    /// The pieces so far continue each other on disk and in the caller's buffer: one
+    /// read straight into it.
+    direct: bool,
     pieces: Vec<(u64, usize, usize)>,
 }
 
@@ -373,23 +376,32 @@ impl Run {
             chunk,
             start: piece.0,
             end: piece.0 + piece.2 as u64,
-            gapless: true,
+            direct: true,
             pieces: vec![piece],
         }
     }
 
-    /// Whether the piece of `len` bytes at `physical` of `chunk` joins this read:
-    /// same log, forward, a gap of at most [`SIEVE_GAP`]; a read with gaps (which goes
-    /// through a scratch buffer) spans at most [`SIEVE_SPAN`] bytes, a gapless one any.
-    fn takes(&self, chunk: usize, physical: u64, len: usize) -> bool {
+    /// Whether `piece` of `chunk` joins this read: same log, forward, a gap of at most
+    /// [`SIEVE_GAP`]. A read that goes through a scratch buffer (gaps on disk, or
+    /// pieces out of order in the caller's buffer) spans at most [`SIEVE_SPAN`] bytes;
+    /// one that lands straight in the caller's buffer any.
+    fn takes(&self, chunk: usize, piece: (u64, usize, usize)) -> bool {
+        let (physical, _, len) = piece;
         if chunk != self.chunk || physical < self.end || physical - self.end > SIEVE_GAP {
             return false;
         }
-        (physical == self.end && self.gapless) || physical + len as u64 - self.start <= SIEVE_SPAN
+        (self.direct && self.continued_by(piece))
+            || physical + len as u64 - self.start <= SIEVE_SPAN
+    }
+
+    /// `piece` starts where the last one ended, on disk and in the caller's buffer.
+    fn continued_by(&self, piece: (u64, usize, usize)) -> bool {
+        let (_, b, n) = *self.pieces.last().expect("a run has a piece");
+        piece.0 == self.end && piece.1 == b + n
     }
 
     fn push(&mut self, piece: (u64, usize, usize)) {
-        self.gapless &= piece.0 == self.end;
+        self.direct &= self.continued_by(piece);
         self.end = piece.0 + piece.2 as u64;
         self.pieces.push(piece);
     }
