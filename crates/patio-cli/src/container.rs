@@ -3,7 +3,7 @@
 //! index as a trace CSV for `patio analyze`), `check` (verify every record) and
 //! `flatten` (write the logical file as a plain file).
 
-use crate::bench::{human_bytes, progress, sig3, write_stdout};
+use crate::bench::{human_bytes, progress, sig3, write_stdout, PipeOut};
 use anyhow::{bail, Context, Result};
 use patio_container::{check, flatten, stat, Reader};
 use patio_core::trace::{Op, StreamKey, Trace};
@@ -211,7 +211,11 @@ fn map_cmd(path: PathBuf, out: Option<PathBuf>) -> Result<()> {
             let f = std::fs::File::create(&p).with_context(|| format!("{}", p.display()))?;
             trace.write_csv(std::io::BufWriter::new(f))?;
         }
-        None => trace.write_csv(std::io::stdout().lock())?,
+        None => {
+            let mut stdout = PipeOut::new();
+            let written = trace.write_csv(&mut stdout);
+            stdout.finish(written)?
+        }
     }
     Ok(())
 }

@@ -299,3 +299,40 @@ fn bench_container_json() {
         assert!(c["raw"]["index_disk_bytes"].as_u64() > c["pattern"]["index_disk_bytes"].as_u64());
     }
 }
+
+#[test]
+fn map_into_a_closed_pipe_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command as Std, Stdio};
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("many");
+    let mut w = Writer::create(&p, IndexMode::Raw).unwrap();
+    for i in 0..20_000u64 {
+        w.write_at(i * 8192, &[1u8; 16]).unwrap();
+    }
+    w.close().unwrap();
+    let mut child = Std::new(assert_cmd::cargo::cargo_bin("patio"))
+        .args(["container", "map"])
+        .arg(&p)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("module,file"));
+    // The reader is gone (as with `| head -1`): more than a pipe's worth is left.
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

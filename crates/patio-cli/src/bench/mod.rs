@@ -170,6 +170,44 @@ pub fn print_json<T: Serialize>(cases: &[T]) -> Result<()> {
 }
 
 /// Writes `text` to stdout in one go.
+/// Standard output that remembers a reader that went away (`patio … | head`): the
+/// command then ends quietly instead of reporting the failed write as an error.
+pub struct PipeOut {
+    inner: std::io::StdoutLock<'static>,
+    pub closed: bool,
+}
+
+impl PipeOut {
+    pub fn new() -> Self {
+        PipeOut {
+            inner: std::io::stdout().lock(),
+            closed: false,
+        }
+    }
+
+    /// `result` of writing through this output, with a closed pipe counted as success.
+    pub fn finish<T, E>(&self, result: std::result::Result<T, E>) -> std::result::Result<(), E> {
+        match result {
+            Err(_) if self.closed => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+}
+
+impl std::io::Write for PipeOut {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = self.inner.write(buf);
+        self.closed |= matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe);
+        r
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = self.inner.flush();
+        self.closed |= matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe);
+        r
+    }
+}
+
 pub fn write_stdout(text: &str) -> Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
