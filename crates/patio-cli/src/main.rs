@@ -4,6 +4,7 @@
 mod analyze;
 mod bench;
 mod container;
+mod generic;
 mod load;
 mod mount;
 mod python;
