@@ -8,6 +8,7 @@ mod generic;
 mod load;
 mod mount;
 mod python;
+mod query;
 mod replay;
 mod trace_cmd;
 
@@ -46,6 +47,8 @@ enum Command {
     Mount(mount::MountCommand),
     /// HDF5 layout optimization: `layout status|advise|build|learn|evict|probe` (see `patio layout --help`).
     Layout(python::Passthrough),
+    /// One stream's requests, one request, or the requests touching an offset, decoding only the blocks that hold them (JSON with --json).
+    Query(query::Args),
     /// Replay a trace's reads against a data file through the prefetch engine (none, readahead, stride, markov, pattern, oracle).
     Replay(replay::Args),
     /// Trace a command's file I/O (LD_PRELOAD): `trace -- CMD`, `trace merge DIR -o T`, `trace convert`.
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Convert(args) => load::convert(args),
         Command::Mount(cmd) => mount::run(cmd),
         Command::Layout(args) => return exit_code(python::exec_helper("layout", &args)),
+        Command::Query(args) => query::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Trace(args) => trace_cmd::run(args),
     };

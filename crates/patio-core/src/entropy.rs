@@ -126,6 +126,69 @@ pub fn unpack(codec: u8, bytes: &[u8], raw_len: usize, at: usize) -> Result<Vec<
     Ok(out)
 }
 
+/// Appends `raw` as a *section*: any length, cut into blocks of at most
+/// [`MAX_BLOCK`] bytes each coded on its own — `uvar raw_len, uvar blocks`, per block
+/// `u8 codec, uvar raw_len, uvar stored_len, u32le CRC32C of the stored bytes`, then
+/// the blocks' stored bytes.
+pub fn put_section(raw: &[u8], effort: Effort, out: &mut Vec<u8>) {
+    let blocks: Vec<(usize, Packed)> = raw
+        .chunks(MAX_BLOCK)
+        .map(|chunk| (chunk.len(), pack(chunk, effort)))
+        .collect();
+    crate::codec::put_uvarint(out, raw.len() as u64);
+    crate::codec::put_uvarint(out, blocks.len() as u64);
+    for (len, p) in &blocks {
+        out.push(p.codec);
+        crate::codec::put_uvarint(out, *len as u64);
+        crate::codec::put_uvarint(out, p.bytes.len() as u64);
+        out.extend_from_slice(&crate::codec::crc32c(&p.bytes).to_le_bytes());
+    }
+    for (_, p) in &blocks {
+        out.extend_from_slice(&p.bytes);
+    }
+}
+
+/// Reads a section written by [`put_section`]; `what` names it in errors.
+pub fn get_section(c: &mut crate::codec::Cursor, what: &str) -> Result<Vec<u8>> {
+    let at = c.position();
+    let raw_len = c.uvarint()?;
+    // A block entry takes at least 7 bytes.
+    let n = c.count(c.remaining() / 7, "block")?;
+    if raw_len > n as u64 * MAX_BLOCK as u64 {
+        return Err(CoreError::corrupt(
+            at,
+            format!("{what}: {raw_len} bytes cannot fit {n} blocks"),
+        ));
+    }
+    let mut entries = Vec::with_capacity(n);
+    for _ in 0..n {
+        let codec = c.u8()?;
+        let raw = c.uvarint()?.min(MAX_BLOCK as u64 + 1) as usize;
+        let stored = c.count(c.remaining(), "stored byte")?;
+        let crc = c.u32_le()?;
+        entries.push((codec, raw, stored, crc));
+    }
+    let mut out = Vec::with_capacity(raw_len as usize);
+    for (codec, raw, stored, crc) in entries {
+        let at = c.position();
+        let bytes = c.take(stored)?;
+        if crate::codec::crc32c(bytes) != crc {
+            return Err(CoreError::corrupt(at, format!("{what}: checksum mismatch")));
+        }
+        out.extend(unpack(codec, bytes, raw, at)?);
+    }
+    if out.len() as u64 != raw_len {
+        return Err(CoreError::corrupt(
+            at,
+            format!(
+                "{what}: blocks hold {} bytes, {raw_len} announced",
+                out.len()
+            ),
+        ));
+    }
+    Ok(out)
+}
+
 /// The codec's name, for reports.
 pub fn codec_name(codec: u8) -> &'static str {
     match codec {

@@ -6,7 +6,8 @@
 //! stream are kept in start-time order.
 //!
 //! * CSV, header `module,file,rank,op,offset,length,start,end` (times in seconds).
-//! * Native (`.ptrace`): a 8-byte file header then checksummed frames, each adding
+//! * Native (`.ptrace`) version 2, written whole: see `ptrace.rs` (read here too).
+//! * Native (`.ptrace`) version 1: a 8-byte file header then checksummed frames, each adding
 //!   records to a stream; offsets, lengths, start times and durations are pattern
 //!   sequences sharing one body dictionary across the file. Times are kept at
 //!   nanosecond resolution. A torn or corrupt frame ends reading: every frame before
@@ -342,6 +343,12 @@ impl Trace {
             return Err(CoreError::corrupt(0, "not a patio trace (bad magic)"));
         }
         let version = c.u16_le()?;
+        if version == crate::ptrace::INDEXED_VERSION {
+            return Ok(Recovered {
+                trace: crate::ptrace::decode(bytes)?,
+                damage: None,
+            });
+        }
         if version == 0 || version > NATIVE_VERSION {
             return Err(CoreError::corrupt(
                 4,
@@ -387,10 +394,9 @@ pub fn native_header() -> Vec<u8> {
     out
 }
 
-/// Converts seconds to whole nanoseconds (the native format's resolution).
 /// Seconds as whole nanoseconds (the native format's resolution); `None` when not
 /// finite or beyond ±2^63 ns.
-fn to_ns(seconds: f64) -> Option<i64> {
+pub(crate) fn to_ns(seconds: f64) -> Option<i64> {
     let ns = (seconds * 1e9).round();
     (ns.is_finite() && ns.abs() < 9.2e18).then_some(ns as i64)
 }
