@@ -36,6 +36,13 @@ pub fn xz(data: &[u8], level: u32, extreme: bool) -> Result<Vec<u8>> {
     Ok(e.finish()?)
 }
 
+/// `xz -d`.
+pub fn unxz(data: &[u8]) -> Result<Vec<u8>> {
+    let mut d = xz2::write::XzDecoder::new(Vec::new());
+    d.write_all(data)?;
+    Ok(d.finish()?)
+}
+
 /// How request records are laid out for a generic compressor.
 #[derive(Clone, Copy, Debug)]
 pub struct Layout {
