@@ -30,7 +30,7 @@ const DICT: u32 = MAX_BLOCK as u32;
 const LZMA_SETTINGS: [(u32, u32, u32); 3] = [(1, 0, 0), (3, 0, 2), (0, 0, 0)];
 const ZSTD_LEVEL: i32 = 19;
 /// liblzma preset: 9, extreme.
-const LZMA_PRESET: u32 = 9 | 0x8000_0000;
+const LZMA_PRESET: u32 = 9;
 
 /// How hard the coder tries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
