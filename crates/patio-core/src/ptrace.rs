@@ -6,12 +6,12 @@
 //! Layout: docs/FORMATS.md, "Native trace".
 
 use crate::blockset::{self, Options, StreamSet};
-use crate::codec::{put_ivarint, put_uvarint, Cursor};
+use crate::codec::{put_uvarint, Cursor};
 use crate::detect::Detector;
 use crate::entropy::{get_section, put_section, Effort};
 use crate::error::{CoreError, Result};
 use crate::seqcodec::{SeqDecoder, SeqEncoder};
-use crate::trace::{to_ns, Op, Stream, StreamKey, Trace, NATIVE_MAGIC};
+use crate::trace::{get_key, put_key, to_ns, Stream, StreamKey, Trace, NATIVE_MAGIC};
 use crate::tree::PatternSeq;
 
 pub const INDEXED_VERSION: u16 = 2;
@@ -22,12 +22,7 @@ pub fn encode(trace: &Trace, detector: &Detector) -> Result<Vec<u8>> {
     let mut keys = Vec::new();
     put_uvarint(&mut keys, trace.streams.len() as u64);
     for s in &trace.streams {
-        for text in [&s.key.module, &s.key.file] {
-            put_uvarint(&mut keys, text.len() as u64);
-            keys.extend_from_slice(text.as_bytes());
-        }
-        put_ivarint(&mut keys, s.key.rank);
-        keys.push(s.key.op as u8);
+        put_key(&s.key, &mut keys);
     }
     let columns: Vec<(&[u64], &[u64])> = trace
         .streams
@@ -80,24 +75,7 @@ fn read_keys(raw: &[u8], at: usize) -> Result<Vec<StreamKey>> {
     let n = c.count(c.remaining() / 4, "stream")?;
     let mut keys = Vec::with_capacity(n);
     for _ in 0..n {
-        let mut text = || -> Result<String> {
-            let len = c.count(c.remaining(), "string")?;
-            let raw = c.take(len)?;
-            String::from_utf8(raw.to_vec()).map_err(|_| c.error("stream name is not UTF-8"))
-        };
-        let (module, file) = (text()?, text()?);
-        let rank = c.ivarint()?;
-        let op = match c.u8()? {
-            0 => Op::Read,
-            1 => Op::Write,
-            other => return Err(c.error(format!("unknown op {other}"))),
-        };
-        keys.push(StreamKey {
-            module,
-            file,
-            rank,
-            op,
-        });
+        keys.push(get_key(&mut c)?);
     }
     if !c.is_at_end() {
         return Err(c.error("trailing bytes after the stream keys"));

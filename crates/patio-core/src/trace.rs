@@ -415,12 +415,7 @@ pub fn encode_chunk(
     let mut buf = Vec::new();
     if new_key {
         put_uvarint(&mut buf, 0);
-        for text in [&key.module, &key.file] {
-            put_uvarint(&mut buf, text.len() as u64);
-            buf.extend_from_slice(text.as_bytes());
-        }
-        crate::codec::put_ivarint(&mut buf, key.rank);
-        buf.push(key.op as u8);
+        put_key(key, &mut buf);
     } else {
         put_uvarint(&mut buf, id as u64 + 1);
     }
@@ -446,6 +441,39 @@ pub fn encode_chunk(
     buf
 }
 
+/// A stream key as the native formats write it: `uvar len, module, uvar len, file,
+/// ivar rank, u8 op`.
+pub(crate) fn put_key(key: &StreamKey, buf: &mut Vec<u8>) {
+    for text in [&key.module, &key.file] {
+        put_uvarint(buf, text.len() as u64);
+        buf.extend_from_slice(text.as_bytes());
+    }
+    crate::codec::put_ivarint(buf, key.rank);
+    buf.push(key.op as u8);
+}
+
+/// Reads a key written by [`put_key`].
+pub(crate) fn get_key(c: &mut Cursor) -> Result<StreamKey> {
+    let mut text = || -> Result<String> {
+        let n = c.count(c.remaining(), "string")?;
+        let raw = c.take(n)?;
+        String::from_utf8(raw.to_vec()).map_err(|_| c.error("stream name is not UTF-8"))
+    };
+    let (module, file) = (text()?, text()?);
+    let rank = c.ivarint()?;
+    let op = match c.u8()? {
+        0 => Op::Read,
+        1 => Op::Write,
+        other => return Err(c.error(format!("unknown op {other}"))),
+    };
+    Ok(StreamKey {
+        module,
+        file,
+        rank,
+        op,
+    })
+}
+
 fn decode_chunk(
     dec: &mut SeqDecoder,
     payload: &[u8],
@@ -456,24 +484,7 @@ fn decode_chunk(
     let mut c = Cursor::with_base(payload, at);
     let reference = c.uvarint()?;
     let key_index = if reference == 0 {
-        let mut text = || -> Result<String> {
-            let n = c.count(c.remaining(), "string")?;
-            let raw = c.take(n)?;
-            String::from_utf8(raw.to_vec()).map_err(|_| c.error("stream name is not UTF-8"))
-        };
-        let (module, file) = (text()?, text()?);
-        let rank = c.ivarint()?;
-        let op = match c.u8()? {
-            0 => Op::Read,
-            1 => Op::Write,
-            other => return Err(c.error(format!("unknown op {other}"))),
-        };
-        keys.push(StreamKey {
-            module,
-            file,
-            rank,
-            op,
-        });
+        keys.push(get_key(&mut c)?);
         streams.push(Stream::new(keys.last().unwrap().clone()));
         keys.len() - 1
     } else {
