@@ -68,9 +68,14 @@ def test_analyze_matches_pydarshan(log: Path) -> None:
     assert totals["requests"] == requests
     assert totals["raw_bytes"] == 16 * requests
     assert totals["encoded_bytes"] > 0
-    for key in ("ratio", "zlib_ratio", "xz_ratio", "delta_xz_ratio"):
+    for key in ("ratio", "zlib_ratio", "bz2_ratio", "xz_ratio", "xz9e_ratio", "delta_xz_ratio"):
         assert totals[key] > 0, key
     assert abs(totals["ratio"] - totals["raw_bytes"] / totals["encoded_bytes"]) < 1e-9
+    # The stream set beats the best generic coder on every record layout, in the same run.
+    assert totals["best_generic_ratio"] == max(totals["generic"].values())
+    assert totals["best_generic"] in totals["generic"]
+    assert len(totals["generic"]) == 16
+    assert totals["ratio"] >= totals["best_generic_ratio"], totals["best_generic"]
     by_key = {(s.module, s.file, s.rank, s.op): len(s.offset) for s in streams}
     for row in report["streams"]:
         assert by_key[(row["module"], row["file"], row["rank"], row["op"])] == row["requests"]

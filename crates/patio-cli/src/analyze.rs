@@ -1,11 +1,13 @@
-//! `patio analyze`: per-stream pattern report of a trace, its pattern-encoded size,
-//! and generic compressors on the same 16-byte records side by side.
+//! `patio analyze`: per-stream pattern report of a trace, its size in the stream-set
+//! encoding, and generic compressors on the same 16-byte records side by side (every
+//! coder of `generic.rs` on every record layout, the best of them named).
 
+use crate::generic;
 use crate::load::load_trace;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use patio_core::analysis::{analyze_stream, StreamAnalysis};
-use patio_core::streamset::encode_streams;
+use patio_core::blockset;
 use patio_core::trace::Trace;
 use patio_core::Detector;
 use serde::Serialize;
@@ -54,8 +56,16 @@ struct Totals {
     encoded_bytes: u64,
     ratio: f64,
     zlib_ratio: f64,
+    bz2_ratio: f64,
     xz_ratio: f64,
+    xz9e_ratio: f64,
     delta_xz_ratio: f64,
+    /// The best generic coder on the best record layout, and its name.
+    best_generic_ratio: f64,
+    best_generic: String,
+    /// Every generic variant: "coder, layout" → ratio.
+    generic: std::collections::BTreeMap<String, f64>,
+    blocks: usize,
     coverage: f64,
     kinds: std::collections::BTreeMap<&'static str, usize>,
 }
@@ -92,7 +102,7 @@ pub fn run(args: Args) -> Result<()> {
         })
         .collect();
     bar.finish_and_clear();
-    let report = build_report(&trace, &analyses, &detector);
+    let report = build_report(&trace, &analyses, &detector)?;
     if let Some(out) = &args.plot {
         plot(&trace, &analyses, &args.trace, out)?;
     }
@@ -110,7 +120,7 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-fn build_report(trace: &Trace, analyses: &[StreamAnalysis], detector: &Detector) -> Report {
+fn build_report(trace: &Trace, analyses: &[StreamAnalysis], detector: &Detector) -> Result<Report> {
     let mut kinds = std::collections::BTreeMap::new();
     let streams: Vec<StreamRow> = trace
         .streams
@@ -134,15 +144,18 @@ fn build_report(trace: &Trace, analyses: &[StreamAnalysis], detector: &Detector)
         })
         .collect();
     let requests = trace.requests() as u64;
-    let raw = raw_records(trace);
-    let delta = delta_records(trace);
-    let raw_bytes = raw.len() as u64;
+    let raw_bytes = requests * 16;
     let columns: Vec<(&[u64], &[u64])> = trace
         .streams
         .iter()
         .map(|s| (s.offsets.as_slice(), s.lengths.as_slice()))
         .collect();
-    let encoded_bytes = encode_streams(&columns, detector).len() as u64;
+    let encoded = blockset::encode(&columns, detector, &blockset::Options::default());
+    let encoded_bytes = encoded.len() as u64;
+    let blocks = blockset::StreamSet::open(&encoded)
+        .context("the stream set just encoded does not open")?
+        .blocks()
+        .len();
     let ratio_of = |compressed: usize| {
         if compressed == 0 {
             0.0
@@ -150,11 +163,22 @@ fn build_report(trace: &Trace, analyses: &[StreamAnalysis], detector: &Detector)
             raw_bytes as f64 / compressed as f64
         }
     };
+    let variants = generic::all_variants(trace)?;
+    let size_of = |coder: &str, delta: bool| {
+        variants
+            .iter()
+            .find(|(c, l, _)| *c == coder && l.delta == delta && !l.start_order)
+            .map_or(0, |v| v.2)
+    };
+    let best = variants
+        .iter()
+        .min_by_key(|v| v.2)
+        .expect("generic variants");
     let covered: f64 = analyses
         .iter()
         .map(|a| a.coverage * a.requests as f64)
         .sum();
-    Report {
+    Ok(Report {
         streams,
         totals: Totals {
             streams: trace.streams.len(),
@@ -162,9 +186,18 @@ fn build_report(trace: &Trace, analyses: &[StreamAnalysis], detector: &Detector)
             raw_bytes,
             encoded_bytes,
             ratio: ratio_of(encoded_bytes as usize),
-            zlib_ratio: ratio_of(zlib(&raw)),
-            xz_ratio: ratio_of(xz(&raw)),
-            delta_xz_ratio: ratio_of(xz(&delta)),
+            zlib_ratio: ratio_of(size_of("zlib -9", false)),
+            bz2_ratio: ratio_of(size_of("bz2 -9", false)),
+            xz_ratio: ratio_of(size_of("xz -9", false)),
+            xz9e_ratio: ratio_of(size_of("xz -9e", false)),
+            delta_xz_ratio: ratio_of(size_of("xz -9", true)),
+            best_generic_ratio: ratio_of(best.2),
+            best_generic: format!("{}, {}", best.0, best.1.name()),
+            generic: variants
+                .iter()
+                .map(|(c, l, n)| (format!("{c}, {}", l.name()), ratio_of(*n)))
+                .collect(),
+            blocks,
             coverage: if requests == 0 {
                 1.0
             } else {
@@ -172,46 +205,7 @@ fn build_report(trace: &Trace, analyses: &[StreamAnalysis], detector: &Detector)
             },
             kinds,
         },
-    }
-}
-
-/// 16 bytes per request: offset and length, little-endian, stream after stream.
-fn raw_records(trace: &Trace) -> Vec<u8> {
-    let mut out = Vec::with_capacity(trace.requests() * 16);
-    for s in &trace.streams {
-        for (o, l) in s.offsets.iter().zip(&s.lengths) {
-            out.extend_from_slice(&o.to_le_bytes());
-            out.extend_from_slice(&l.to_le_bytes());
-        }
-    }
-    out
-}
-
-/// The same records with each offset replaced by its difference from the previous
-/// offset of the same stream (the usual preconditioning for generic compressors).
-fn delta_records(trace: &Trace) -> Vec<u8> {
-    let mut out = Vec::with_capacity(trace.requests() * 16);
-    for s in &trace.streams {
-        let mut prev = 0u64;
-        for (o, l) in s.offsets.iter().zip(&s.lengths) {
-            out.extend_from_slice(&o.wrapping_sub(prev).to_le_bytes());
-            out.extend_from_slice(&l.to_le_bytes());
-            prev = *o;
-        }
-    }
-    out
-}
-
-pub fn zlib(bytes: &[u8]) -> usize {
-    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
-    e.write_all(bytes).expect("in-memory write");
-    e.finish().expect("in-memory write").len()
-}
-
-pub fn xz(bytes: &[u8]) -> usize {
-    let mut e = xz2::write::XzEncoder::new(Vec::new(), 9);
-    e.write_all(bytes).expect("in-memory write");
-    e.finish().expect("in-memory write").len()
+    })
 }
 
 fn print_text(out: &mut impl Write, r: &Report, top: usize) -> Result<()> {
@@ -259,23 +253,22 @@ fn print_text(out: &mut impl Write, r: &Report, top: usize) -> Result<()> {
     )?;
     writeln!(
         out,
-        "pattern encoding  {:>10} bytes  ratio {:>8.1}x (random access kept)",
-        t.encoded_bytes, t.ratio
+        "stream set        {:>10} bytes  ratio {:>8.1}x ({} blocks, random access per block)",
+        t.encoded_bytes, t.ratio, t.blocks
     )?;
+    for (name, ratio) in [
+        ("zlib -9", t.zlib_ratio),
+        ("bz2 -9", t.bz2_ratio),
+        ("xz -9", t.xz_ratio),
+        ("xz -9e", t.xz9e_ratio),
+        ("delta + xz -9", t.delta_xz_ratio),
+    ] {
+        writeln!(out, "{name:<34} ratio {ratio:>8.1}x")?;
+    }
     writeln!(
         out,
-        "zlib -9                            ratio {:>8.1}x",
-        t.zlib_ratio
-    )?;
-    writeln!(
-        out,
-        "xz -9                              ratio {:>8.1}x",
-        t.xz_ratio
-    )?;
-    writeln!(
-        out,
-        "delta + xz -9                      ratio {:>8.1}x",
-        t.delta_xz_ratio
+        "best generic                       ratio {:>8.1}x ({})",
+        t.best_generic_ratio, t.best_generic
     )?;
     Ok(())
 }

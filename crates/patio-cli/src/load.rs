@@ -115,7 +115,7 @@ pub fn write_trace_as(trace: &Trace, output: &Path, format: OutputFormat) -> Res
             trace.write_csv(&mut buf)?;
             buf
         }
-        OutputFormat::Ptrace => trace.encode_native(&Detector::default())?,
+        OutputFormat::Ptrace => patio_core::ptrace::encode(trace, &Detector::default())?,
     };
     std::fs::write(output, bytes).with_context(|| format!("cannot write {}", output.display()))
 }

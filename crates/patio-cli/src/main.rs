@@ -4,9 +4,11 @@
 mod analyze;
 mod bench;
 mod container;
+mod generic;
 mod load;
 mod mount;
 mod python;
+mod query;
 mod reorg;
 mod replay;
 mod trace_cmd;
@@ -46,6 +48,8 @@ enum Command {
     Mount(mount::MountCommand),
     /// HDF5 layout optimization: `layout status|advise|build|learn|evict|probe` (see `patio layout --help`).
     Layout(python::Passthrough),
+    /// One stream's requests, one request, or the requests touching an offset, decoding only the blocks that hold them (JSON with --json).
+    Query(query::Args),
     /// Pattern-aware file reorganization: `reorg plan TRACE --file F`, `reorg apply F --trace TRACE -o OUT` (see `patio reorg --help`).
     #[command(subcommand)]
     Reorg(reorg::ReorgCommand),
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
         Command::Convert(args) => load::convert(args),
         Command::Mount(cmd) => mount::run(cmd),
         Command::Layout(args) => return exit_code(python::exec_helper("layout", &args)),
+        Command::Query(args) => query::run(args),
         Command::Reorg(cmd) => reorg::run(cmd),
         Command::Replay(args) => replay::run(args),
         Command::Trace(args) => trace_cmd::run(args),

@@ -8,6 +8,9 @@
 //! * [`map`] — logical→physical pattern map with hole-aware lookups, and
 //!   [`table`] — the sorted extent table that is its baseline and reference.
 //! * [`codec`] — varints, checksums and framing shared by every on-disk format.
+//! * [`blockset`] — the stream-set format: every stream's requests in entropy-coded
+//!   blocks ([`entropy`]) of patterns ([`streamset`]) or records ([`records`]) behind
+//!   a block index, for random access.
 //! * [`trace`] — the trace model with its native and CSV formats, and
 //!   [`capture`] — the raw per-process files of the LD_PRELOAD tracer.
 //!
@@ -15,13 +18,17 @@
 //! nothing of FUSE, MPI, Python or the CLI.
 
 pub mod analysis;
+pub mod blockset;
 pub mod capture;
 pub mod codec;
 pub mod detect;
+pub mod entropy;
 pub mod error;
 pub mod literal;
 pub mod map;
 pub mod online;
+pub mod ptrace;
+pub mod records;
 pub mod seqcodec;
 pub mod streamset;
 pub mod table;

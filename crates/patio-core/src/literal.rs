@@ -59,13 +59,16 @@ pub fn encode(values: &[i64], prev: i64, coding: Coding) -> Vec<u8> {
     out
 }
 
-/// The smallest coding of a run and its payload.
-pub fn encode_best(values: &[i64], prev: i64) -> (Coding, Vec<u8>) {
-    CODINGS
+/// The codings whose output stays byte-aligned.
+pub const VARINT_CODINGS: [Coding; 2] = [Coding::Diff1, Coding::Diff2];
+
+/// The smallest of `codings` (not empty) for a run, and its payload.
+pub fn encode_best(values: &[i64], prev: i64, codings: &[Coding]) -> (Coding, Vec<u8>) {
+    codings
         .iter()
         .map(|&c| (c, encode(values, prev, c)))
         .min_by_key(|(_, bytes)| bytes.len())
-        .expect("four codings")
+        .expect("at least one coding")
 }
 
 /// Frame of reference: `ivar min`, `u8 bits`, then the values minus `min` as `bits`-wide
@@ -210,7 +213,7 @@ mod tests {
     #[test]
     fn equal_values_take_a_bit_each() {
         let values: Vec<i64> = (0..105).map(|i| [i64::MIN, 0][i % 2]).collect();
-        let (coding, bytes) = encode_best(&values, 0);
+        let (coding, bytes) = encode_best(&values, 0, &CODINGS);
         assert!(
             bytes.len() * 8 + 8 >= values.len(),
             "{coding:?}: {} bytes",
@@ -229,7 +232,7 @@ mod tests {
     #[test]
     fn random_values_in_a_range_cost_their_bits() {
         let values: Vec<i64> = (0..1000).map(|i| 50 + (i * 7919) % 64).collect();
-        let (coding, bytes) = encode_best(&values, 0);
+        let (coding, bytes) = encode_best(&values, 0, &CODINGS);
         assert_eq!(coding, Coding::PackedValues);
         assert!(bytes.len() <= 2 + 750 + 1, "{} bytes", bytes.len());
     }

@@ -29,11 +29,22 @@ const MAX_DECODE_DEPTH: usize = 64;
 #[derive(Default)]
 pub struct SeqEncoder {
     bodies: HashMap<Body, u64>,
+    /// Literal runs only in the byte-aligned varint codings (for output that an
+    /// entropy coder compresses further; bit-packed fields hide repeats from it).
+    byte_aligned: bool,
 }
 
 impl SeqEncoder {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An encoder whose literal runs stay byte-aligned varints.
+    pub fn byte_aligned() -> Self {
+        SeqEncoder {
+            byte_aligned: true,
+            ..Self::default()
+        }
     }
 
     /// Appends `seq` to `buf`: piece count, then each piece. Values are written as
@@ -44,7 +55,12 @@ impl SeqEncoder {
         for piece in seq.pieces() {
             match piece {
                 Piece::Literal(values) => {
-                    let (coding, bytes) = literal::encode_best(values, prev);
+                    let codings = if self.byte_aligned {
+                        &literal::VARINT_CODINGS[..]
+                    } else {
+                        &CODINGS[..]
+                    };
+                    let (coding, bytes) = literal::encode_best(values, prev, codings);
                     let index = CODINGS
                         .iter()
                         .position(|&c| c == coding)

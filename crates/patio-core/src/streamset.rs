@@ -142,7 +142,12 @@ fn split(pieces: &[Piece], bones: &mut Vec<Bone>, params: &mut Vec<i64>) {
 }
 
 /// Rebuilds the values of one sequence from its bones, consuming parameters.
-fn join(bones: &[Bone], params: &mut impl Iterator<Item = i64>, at: usize) -> Result<Vec<i64>> {
+fn join(
+    bones: &[Bone],
+    params: &mut impl Iterator<Item = i64>,
+    budget: &mut u64,
+    at: usize,
+) -> Result<Vec<i64>> {
     let mut out = Vec::new();
     let mut next = || {
         params
@@ -154,10 +159,10 @@ fn join(bones: &[Bone], params: &mut impl Iterator<Item = i64>, at: usize) -> Re
             Bone::Node(form) => {
                 let init = next()?;
                 let body = take_body(form, &mut next, at)?;
-                if out.len() as u64 + body.len() > MAX_STREAM_VALUES {
+                if out.len() as u64 + body.len() > MAX_STREAM_VALUES.min(*budget) {
                     return Err(CoreError::corrupt(
                         at,
-                        format!("stream longer than {MAX_STREAM_VALUES} requests, the most a stream set decodes"),
+                        "stream longer than its stream set allows",
                     ));
                 }
                 let node = checked_node(init, body, at)?;
@@ -170,6 +175,7 @@ fn join(bones: &[Bone], params: &mut impl Iterator<Item = i64>, at: usize) -> Re
             }
         }
     }
+    *budget = budget.saturating_sub(out.len() as u64);
     Ok(out)
 }
 
@@ -287,8 +293,13 @@ fn get_bones(c: &mut Cursor) -> Result<Vec<Bone>> {
     Ok(bones)
 }
 
-/// Encodes `(offsets, lengths)` of every stream, in order.
-pub fn encode_streams(streams: &[(&[u64], &[u64])], detector: &Detector) -> Vec<u8> {
+/// Encodes `(offsets, lengths)` of every stream, in order. With `byte_aligned`,
+/// literal values stay whole varints (for a block coder to compress further).
+pub fn encode_streams(
+    streams: &[(&[u64], &[u64])],
+    detector: &Detector,
+    byte_aligned: bool,
+) -> Vec<u8> {
     let mut skeletons: Vec<Skeleton> = Vec::new();
     let mut ids: HashMap<Skeleton, usize> = HashMap::new();
     let mut members: Vec<Vec<Vec<i64>>> = Vec::new(); // per skeleton: parameters of its streams
@@ -311,7 +322,11 @@ pub fn encode_streams(streams: &[(&[u64], &[u64])], detector: &Detector) -> Vec<
         first_lengths.push(lengths.first().copied().unwrap_or(0) as i64);
     }
     let mut buf = Vec::new();
-    let mut enc = SeqEncoder::new();
+    let mut enc = if byte_aligned {
+        SeqEncoder::byte_aligned()
+    } else {
+        SeqEncoder::new()
+    };
     put_uvarint(&mut buf, skeletons.len() as u64);
     for s in &skeletons {
         buf.push(s.mode);
@@ -344,11 +359,12 @@ pub fn encode_streams(streams: &[(&[u64], &[u64])], detector: &Detector) -> Vec<
     buf
 }
 
-/// The next sequence, expanded, refused beyond [`MAX_STREAM_VALUES`] values.
-fn column(dec: &mut SeqDecoder, c: &mut Cursor) -> Result<Vec<i64>> {
+/// The next sequence, expanded, refused beyond `limit` (at most
+/// [`MAX_STREAM_VALUES`]) values.
+fn column(dec: &mut SeqDecoder, c: &mut Cursor, limit: u64) -> Result<Vec<i64>> {
     let at = c.position();
     let seq = dec.decode(c)?;
-    if seq.len() > MAX_STREAM_VALUES {
+    if seq.len() > MAX_STREAM_VALUES.min(limit) {
         return Err(CoreError::corrupt(
             at,
             format!(
@@ -362,7 +378,23 @@ fn column(dec: &mut SeqDecoder, c: &mut Cursor) -> Result<Vec<i64>> {
 
 /// Decodes what [`encode_streams`] wrote.
 pub fn decode_streams(bytes: &[u8]) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
-    let mut c = Cursor::new(bytes);
+    decode_streams_within(bytes, u64::MAX, u64::MAX, 0)
+}
+
+/// Decodes what [`encode_streams`] wrote, refusing more than `max_requests` requests
+/// and `max_streams` streams in all; `base` is where `bytes` sit in their file (for
+/// error offsets).
+pub fn decode_streams_within(
+    bytes: &[u8],
+    max_streams: u64,
+    max_requests: u64,
+    base: usize,
+) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
+    // Offsets and lengths are both counted.
+    let mut budget = max_requests.saturating_mul(2);
+    // Parameters: at most two values per request, plus each piece's handful.
+    let max_params = budget.saturating_add(bytes.len() as u64 * 8);
+    let mut c = Cursor::with_base(bytes, base);
     let mut dec = SeqDecoder::new();
     let n_skeletons = c.count(c.remaining(), "skeleton")?;
     let mut skeletons = Vec::with_capacity(n_skeletons);
@@ -383,9 +415,9 @@ pub fn decode_streams(bytes: &[u8]) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
             lengths,
         });
     }
-    let ids = column(&mut dec, &mut c)?;
-    let first_offsets = column(&mut dec, &mut c)?;
-    let first_lengths = column(&mut dec, &mut c)?;
+    let ids = column(&mut dec, &mut c, max_streams)?;
+    let first_offsets = column(&mut dec, &mut c, max_streams)?;
+    let first_lengths = column(&mut dec, &mut c, max_streams)?;
     if first_offsets.len() != ids.len() || first_lengths.len() != ids.len() {
         return Err(c.error("stream columns differ in length"));
     }
@@ -398,20 +430,18 @@ pub fn decode_streams(bytes: &[u8]) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
     // column by column.
     let mut rows: Vec<std::vec::IntoIter<Vec<i64>>> = Vec::with_capacity(skeletons.len());
     for (s, &count) in skeletons.iter().zip(&member_count) {
-        let row_ids = column(&mut dec, &mut c)?;
+        let row_ids = column(&mut dec, &mut c, max_streams)?;
         if row_ids.len() != count {
             return Err(c.error("row-index column length differs from the stream count"));
         }
-        let values = column(&mut dec, &mut c)?;
+        let values = column(&mut dec, &mut c, max_params)?;
         let distinct = if s.slots() == 0 {
             row_ids.iter().max().map_or(0, |&m| m as usize + 1)
         } else {
             values.len() / s.slots()
         };
         if distinct * s.slots() != values.len()
-            || row_ids
-                .iter()
-                .any(|&r| r < 0 || r as usize >= distinct.max(1))
+            || row_ids.iter().any(|&r| r < 0 || r as usize >= distinct)
         {
             return Err(c.error("parameter matrix does not match its row-index column"));
         }
@@ -436,8 +466,11 @@ pub fn decode_streams(bytes: &[u8]) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
             .next()
             .expect("one row per member")
             .into_iter();
-        let positions = join(&s.positions, &mut params, at)?;
-        let lengths = absolute(&join(&s.lengths, &mut params, at)?, first_len as u64);
+        let positions = join(&s.positions, &mut params, &mut budget, at)?;
+        let lengths = absolute(
+            &join(&s.lengths, &mut params, &mut budget, at)?,
+            first_len as u64,
+        );
         if positions.len() != lengths.len() {
             return Err(CoreError::corrupt(
                 at,
@@ -489,7 +522,7 @@ mod tests {
             .iter()
             .map(|(o, l)| (o.as_slice(), l.as_slice()))
             .collect();
-        let bytes = encode_streams(&views, &d);
+        let bytes = encode_streams(&views, &d, false);
         assert_eq!(decode_streams(&bytes).unwrap(), ranks);
         // 64 rank-strided streams cost little more than one.
         assert!(bytes.len() < 400, "{} bytes", bytes.len());
@@ -505,7 +538,7 @@ mod tests {
             .map(|i| (i % 17) * 4096 + (i / 17) * 1_000_000)
             .collect();
         let lengths: Vec<u64> = (0..300u64).map(|i| 4096 + (i * 7919) % 100).collect();
-        let bytes = encode_streams(&[(&offsets, &lengths), (&lengths, &offsets)], &d);
+        let bytes = encode_streams(&[(&offsets, &lengths), (&lengths, &offsets)], &d, false);
         for at in 0..bytes.len() {
             for flip in [0x01u8, 0x40, 0xff] {
                 let mut damaged = bytes.clone();

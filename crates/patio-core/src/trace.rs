@@ -6,7 +6,8 @@
 //! stream are kept in start-time order.
 //!
 //! * CSV, header `module,file,rank,op,offset,length,start,end` (times in seconds).
-//! * Native (`.ptrace`): a 8-byte file header then checksummed frames, each adding
+//! * Native (`.ptrace`) version 2, written whole: see `ptrace.rs` (read here too).
+//! * Native (`.ptrace`) version 1: a 8-byte file header then checksummed frames, each adding
 //!   records to a stream; offsets, lengths, start times and durations are pattern
 //!   sequences sharing one body dictionary across the file. Times are kept at
 //!   nanosecond resolution. A torn or corrupt frame ends reading: every frame before
@@ -342,6 +343,12 @@ impl Trace {
             return Err(CoreError::corrupt(0, "not a patio trace (bad magic)"));
         }
         let version = c.u16_le()?;
+        if version == crate::ptrace::INDEXED_VERSION {
+            return Ok(Recovered {
+                trace: crate::ptrace::decode(bytes)?,
+                damage: None,
+            });
+        }
         if version == 0 || version > NATIVE_VERSION {
             return Err(CoreError::corrupt(
                 4,
@@ -387,10 +394,9 @@ pub fn native_header() -> Vec<u8> {
     out
 }
 
-/// Converts seconds to whole nanoseconds (the native format's resolution).
 /// Seconds as whole nanoseconds (the native format's resolution); `None` when not
 /// finite or beyond ±2^63 ns.
-fn to_ns(seconds: f64) -> Option<i64> {
+pub(crate) fn to_ns(seconds: f64) -> Option<i64> {
     let ns = (seconds * 1e9).round();
     (ns.is_finite() && ns.abs() < 9.2e18).then_some(ns as i64)
 }
@@ -409,12 +415,7 @@ pub fn encode_chunk(
     let mut buf = Vec::new();
     if new_key {
         put_uvarint(&mut buf, 0);
-        for text in [&key.module, &key.file] {
-            put_uvarint(&mut buf, text.len() as u64);
-            buf.extend_from_slice(text.as_bytes());
-        }
-        crate::codec::put_ivarint(&mut buf, key.rank);
-        buf.push(key.op as u8);
+        put_key(key, &mut buf);
     } else {
         put_uvarint(&mut buf, id as u64 + 1);
     }
@@ -440,6 +441,39 @@ pub fn encode_chunk(
     buf
 }
 
+/// A stream key as the native formats write it: `uvar len, module, uvar len, file,
+/// ivar rank, u8 op`.
+pub(crate) fn put_key(key: &StreamKey, buf: &mut Vec<u8>) {
+    for text in [&key.module, &key.file] {
+        put_uvarint(buf, text.len() as u64);
+        buf.extend_from_slice(text.as_bytes());
+    }
+    crate::codec::put_ivarint(buf, key.rank);
+    buf.push(key.op as u8);
+}
+
+/// Reads a key written by [`put_key`].
+pub(crate) fn get_key(c: &mut Cursor) -> Result<StreamKey> {
+    let mut text = || -> Result<String> {
+        let n = c.count(c.remaining(), "string")?;
+        let raw = c.take(n)?;
+        String::from_utf8(raw.to_vec()).map_err(|_| c.error("stream name is not UTF-8"))
+    };
+    let (module, file) = (text()?, text()?);
+    let rank = c.ivarint()?;
+    let op = match c.u8()? {
+        0 => Op::Read,
+        1 => Op::Write,
+        other => return Err(c.error(format!("unknown op {other}"))),
+    };
+    Ok(StreamKey {
+        module,
+        file,
+        rank,
+        op,
+    })
+}
+
 fn decode_chunk(
     dec: &mut SeqDecoder,
     payload: &[u8],
@@ -450,24 +484,7 @@ fn decode_chunk(
     let mut c = Cursor::with_base(payload, at);
     let reference = c.uvarint()?;
     let key_index = if reference == 0 {
-        let mut text = || -> Result<String> {
-            let n = c.count(c.remaining(), "string")?;
-            let raw = c.take(n)?;
-            String::from_utf8(raw.to_vec()).map_err(|_| c.error("stream name is not UTF-8"))
-        };
-        let (module, file) = (text()?, text()?);
-        let rank = c.ivarint()?;
-        let op = match c.u8()? {
-            0 => Op::Read,
-            1 => Op::Write,
-            other => return Err(c.error(format!("unknown op {other}"))),
-        };
-        keys.push(StreamKey {
-            module,
-            file,
-            rank,
-            op,
-        });
+        keys.push(get_key(&mut c)?);
         streams.push(Stream::new(keys.last().unwrap().clone()));
         keys.len() - 1
     } else {

@@ -16,6 +16,7 @@ mod container;
 mod detect;
 mod lookup;
 mod prefetch;
+mod traces;
 pub mod workloads;
 
 /// Seed of every random generator in the benchmarks, so runs are reproducible.
@@ -60,6 +61,8 @@ pub enum BenchCommand {
     },
     /// Prefetch policies side by side on synthetic read workloads over a slow store
     /// (I/O time, hits, accuracy, coverage, waste, model size).
+    /// The stream-set encoding on real traces: size vs every generic coder, speed vs xz, query time, ablation.
+    Traces(traces::Args),
     Prefetch(prefetch::Args),
     /// Container index at scale: W writers × N strided 4 KiB writes, pattern vs raw
     /// index (bytes on disk, map bytes in memory, read-open time).
@@ -99,6 +102,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
             json,
         } => detect::run(entries, window, reps, json),
         BenchCommand::Compress { json } => compress::run(json),
+        BenchCommand::Traces(args) => traces::run(args),
         BenchCommand::Prefetch(args) => prefetch::run(args),
         BenchCommand::Container(args) => container::run(args),
         BenchCommand::Layout(args) => python_bench("bench-layout", &args),
