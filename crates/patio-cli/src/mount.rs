@@ -287,9 +287,7 @@ fn store_config(args: &PrefetchArgs) -> Result<Option<StoreConfig>> {
         ("--bandwidth-mbps", args.bandwidth_mbps),
     ] {
         if let Some(v) = v {
-            if !(v >= 0.0 && v.is_finite()) {
-                bail!("{flag} must be a finite number ≥ 0, not {v}");
-            }
+            crate::replay::check_store_value(flag, v)?;
         }
     }
     if args.latency_ms.is_none() && args.bandwidth_mbps.is_none() {

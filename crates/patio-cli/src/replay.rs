@@ -43,14 +43,26 @@ pub enum ComputeArg {
     Spin,
 }
 
+/// The longest modelled latency of one request accepted on the command line: a
+/// minute is already beyond any real store (and a larger one overflows the timers).
+pub const MAX_LATENCY_MS: f64 = 60_000.0;
+
+/// Checks a slow-store parameter given as `flag`: a finite number ≥ 0, and for
+/// latencies at most [`MAX_LATENCY_MS`].
+pub fn check_store_value(flag: &str, v: f64) -> Result<()> {
+    if !(v >= 0.0 && v.is_finite()) {
+        bail!("{flag} must be a finite number ≥ 0, not {v}");
+    }
+    if flag.starts_with("--latency") && v > MAX_LATENCY_MS {
+        bail!("{flag} {v} is more than a minute per request (at most {MAX_LATENCY_MS})");
+    }
+    Ok(())
+}
+
 impl StoreArgs {
     pub fn config(&self, verify: bool) -> Result<ReplayConfig> {
-        if !(self.latency_ms >= 0.0 && self.latency_ms.is_finite()) {
-            bail!("--latency-ms must be a finite number ≥ 0");
-        }
-        if !(self.bandwidth_mbps >= 0.0 && self.bandwidth_mbps.is_finite()) {
-            bail!("--bandwidth-mbps must be a finite number ≥ 0");
-        }
+        check_store_value("--latency-ms", self.latency_ms)?;
+        check_store_value("--bandwidth-mbps", self.bandwidth_mbps)?;
         if !(self.compute_ratio >= 0.0 && self.compute_ratio.is_finite()) {
             bail!("--compute-ratio must be a finite number ≥ 0");
         }

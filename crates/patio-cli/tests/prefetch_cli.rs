@@ -247,6 +247,10 @@ fn replay_refuses_bad_input() {
         "--latency-ms",
     );
     one_line_error(
+        replay(&trace, &data, "none").arg("--latency-ms=1e12"),
+        "more than a minute",
+    );
+    one_line_error(
         &mut replay(&dir.path().join("nope.csv"), &data, "none"),
         "nope.csv",
     );
