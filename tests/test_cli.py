@@ -97,11 +97,20 @@ def test_rank_strided_log_is_recognised() -> None:
 
 def test_plot_is_written(tmp_path: Path) -> None:
     out = tmp_path / "figs" / "mpi.png"
+    out.parent.mkdir()
     done = run("analyze", str(TRACES / "mpi_io_test_32ranks.darshan"), "--plot", str(out))
     assert done.returncode == 0, done.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert out.stat().st_size > 10_000
 
+
+
+def test_plot_into_a_missing_directory_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "missing" / "x.png"
+    done = run("analyze", str(TRACES / "mpi_io_test_32ranks.darshan"), "--plot", str(out))
+    assert done.returncode == 2
+    assert "no directory" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "missing").exists()
 
 def test_damaged_log_is_a_one_line_error(tmp_path: Path) -> None:
     data = (TRACES / "ior_hdf5_4ranks.darshan").read_bytes()

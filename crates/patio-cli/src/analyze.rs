@@ -80,6 +80,9 @@ struct Report {
 const PROGRESS_THRESHOLD: usize = 200_000;
 
 pub fn run(args: Args) -> Result<()> {
+    if let Some(out) = &args.plot {
+        check_plot_target(out)?;
+    }
     let trace = load_trace(&args.trace)?;
     let detector = Detector::new(args.window);
     let bar = if trace.requests() > PROGRESS_THRESHOLD && !args.json {
@@ -298,6 +301,19 @@ struct PlotInput {
     streams: Vec<PlotStream>,
 }
 
+/// Refuses a plot path in a directory that does not exist (a mistyped directory is
+/// an error, not a directory to create), before any work.
+fn check_plot_target(out: &std::path::Path) -> Result<()> {
+    match out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) if !parent.is_dir() => anyhow::bail!(
+            "--plot {}: no directory {}",
+            out.display(),
+            parent.display()
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// Writes the plot input as JSON and lets `patio.plot` (matplotlib) draw it.
 fn plot(
     trace: &Trace,
@@ -328,10 +344,6 @@ fn plot(
     let dir = tempfile::tempdir()?;
     let json = dir.path().join("plot.json");
     std::fs::write(&json, serde_json::to_vec(&input)?).context("cannot write the plot input")?;
-    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-    }
     crate::python::run_helper(
         "plot",
         &["analyze".as_ref(), json.as_os_str(), out.as_os_str()],
