@@ -120,7 +120,8 @@ def test_damaged_log_is_a_one_line_error(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "cut.darshan" in done.stderr
-    assert done.stderr.strip().splitlines()[0].startswith("patio: error:")
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("patio: error:"), done.stderr
 
 
 def test_python_without_dependencies_is_a_clear_error(tmp_path: Path) -> None:

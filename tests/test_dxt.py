@@ -426,3 +426,19 @@ def test_counts_agree_with_record_counters() -> None:
         for s in _streams(log):
             got[s.module] += len(s)
         assert got == want, log.name
+
+
+def test_a_missing_darshan_library_is_not_called_a_damaged_log(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import darshan
+
+    def no_library(*args: object, **kwargs: object) -> None:
+        raise OSError("cannot load library 'libdarshan-util.so': No such file or directory")
+
+    monkeypatch.setattr(darshan, "DarshanReport", no_library)
+    log = LOGS[0]
+    with pytest.raises(DxtError) as e:
+        read_dxt(log, isolate=False)
+    assert "libdarshan-util" in str(e.value) and "the log itself was not read" in str(e.value)
+    assert "not a readable Darshan log" not in str(e.value)

@@ -177,6 +177,8 @@ def _decode(p: Path) -> _Outcome:
                 f"({e}): pip install darshan"
             ),
         )
+    except OSError as e:  # its C library (libdarshan-util) failed to load
+        return ("dxt", _library_missing(p, e))
     notes: list[str] = []
     parts: dict[tuple[str, str, int, str], list[np.ndarray]] = {}
     try:
@@ -196,11 +198,29 @@ def _decode(p: Path) -> _Outcome:
             for mod in present:
                 _collect(report.records.get(mod, ()), _MODULES[mod], names, parts)
         streams, dropped = _assemble(parts)
+    except OSError as e:
+        if _is_library_error(e):
+            return ("dxt", _library_missing(p, e))
+        return ("exc", f"{type(e).__name__}: {e}".strip().rstrip(":"))
     except Exception as e:  # noqa: BLE001 - the C library fails on garbage in many shapes
         return ("exc", f"{type(e).__name__}: {e}".strip().rstrip(":"))
     if dropped:
         notes.append(f"{p}: skipped {dropped} DXT segment(s) with a negative offset or length")
     return ("ok", streams, notes)
+
+
+def _is_library_error(e: OSError) -> bool:
+    """Whether ``e`` is PyDarshan failing to load libdarshan-util (not a bad log)."""
+    text = str(e)
+    return "darshan-util" in text or "libdarshan" in text or "cannot load library" in text
+
+
+def _library_missing(p: Path, e: OSError) -> str:
+    return (
+        f"cannot read {p}: PyDarshan cannot load its C library libdarshan-util ({e}); the log "
+        "itself was not read: reinstall PyDarshan (pip install --force-reinstall darshan) or "
+        "install darshan-util"
+    )
 
 
 def _decode_worker(conn: Any, path: str) -> None:

@@ -90,6 +90,9 @@ fn main() -> ExitCode {
                     return ExitCode::SUCCESS;
                 }
             }
+            if e.chain().any(|c| c.is::<python::HelperReported>()) {
+                return ExitCode::from(2);
+            }
             eprintln!("patio: error: {e:#}");
             ExitCode::from(2)
         }

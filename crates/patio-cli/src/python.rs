@@ -52,11 +52,26 @@ pub fn run_helper(name: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
         .args(args)
         .status()
         .with_context(|| could_not_run(&interpreter()))?;
-    if !status.success() {
-        bail!("the {name} helper failed (see the message above)");
+    match status.code() {
+        Some(0) => Ok(()),
+        // Exit status 2: the helper printed its own one-line `patio: error:` message.
+        Some(2) => Err(anyhow::Error::new(HelperReported)),
+        _ => bail!("the {name} helper failed ({status})"),
     }
-    Ok(())
 }
+
+/// A Python helper failed after printing its own one-line message: the command exits
+/// non-zero without adding a second line about the same failure.
+#[derive(Debug)]
+pub struct HelperReported;
+
+impl std::fmt::Display for HelperReported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the Python helper failed (its message is above)")
+    }
+}
+
+impl std::error::Error for HelperReported {}
 
 /// `python -m patio._run NAME` with this checkout's package source on PYTHONPATH (used
 /// when patio is not installed in the interpreter, e.g. a plain `cargo run`).
