@@ -78,13 +78,28 @@ pub fn body_kind(body: &Body) -> Kind {
     }
 }
 
-/// Compact unit-notation signature of a sequence.
+/// One piece of a column of offsets or lengths: its absolute values (a pattern's first
+/// value, literals) are unsigned 64-bit quantities held as `i64` by the engine, so
+/// they are shown as `u64` (2^63 and beyond are not negative); deltas keep their sign.
+fn unsigned_piece(p: &Piece) -> String {
+    match p {
+        Piece::Node(n) => format!("[{}, {}]", n.init as u64, n.body),
+        Piece::Literal(v) if v.len() <= 4 => v
+            .iter()
+            .map(|&x| (x as u64).to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        Piece::Literal(_) => p.to_string(),
+    }
+}
+
+/// Compact unit-notation signature of a column of offsets or lengths.
 pub fn signature(seq: &PatternSeq) -> String {
     let pieces = seq.pieces();
     let mut parts: Vec<String> = pieces
         .iter()
         .take(SIGNATURE_PIECES)
-        .map(|p| p.to_string())
+        .map(unsigned_piece)
         .collect();
     if pieces.len() > SIGNATURE_PIECES {
         parts.push(format!("… +{} pieces", pieces.len() - SIGNATURE_PIECES));
@@ -166,6 +181,14 @@ pub fn analyze_stream(offsets: &[u64], lengths: &[u64], detector: &Detector) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offsets_past_2_63_are_shown_unsigned() {
+        let offsets: Vec<u64> = (0..8).map(|i| (1u64 << 63) + i * 4096).collect();
+        let a = analyze_stream(&offsets, &[4096; 8], &Detector::default());
+        assert_eq!(a.signature, "[9223372036854775808, (4096)^7]");
+        assert!(!a.signature.contains('-'));
+    }
 
     #[test]
     fn kinds() {
