@@ -244,6 +244,11 @@ fn print_text(out: &mut impl Write, r: &Report, top: usize) -> Result<()> {
         )?;
     }
     writeln!(out)?;
+    if t.requests == 0 {
+        // Nothing to encode: no coverage and no compression ratio to speak of.
+        writeln!(out, "no requests: nothing to encode or compare")?;
+        return Ok(());
+    }
     writeln!(
         out,
         "pattern coverage  {:>10.1}% of requests",

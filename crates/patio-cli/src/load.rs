@@ -37,7 +37,7 @@ pub fn load_trace(path: &Path) -> Result<Trace> {
         return crate::trace_cmd::load_captures(&[path.to_path_buf()]);
     }
     if looks_native(&head) || ext == "ptrace" {
-        let recovered = Trace::read_native(path)?;
+        let recovered = Trace::read_native(path).with_context(|| path.display().to_string())?;
         if let Some(damage) = recovered.damage {
             eprintln!(
                 "patio: warning: {}: damaged trace, kept {} streams / {} requests: {damage}",

@@ -229,9 +229,15 @@ fn read_requests(args: &Args) -> Result<(Vec<Request>, usize)> {
 pub fn run(args: Args) -> Result<()> {
     let kind: PolicyKind = args.policy.parse().map_err(anyhow::Error::msg)?;
     let config = args.store.config(args.verify)?;
-    let size = std::fs::metadata(&args.data)
-        .with_context(|| format!("cannot open data file {}", args.data.display()))?
-        .len();
+    let meta = std::fs::metadata(&args.data)
+        .with_context(|| format!("cannot open data file {}", args.data.display()))?;
+    if !meta.is_file() {
+        anyhow::bail!(
+            "--data {}: not a regular file (the data file the trace read is expected)",
+            args.data.display()
+        );
+    }
+    let size = meta.len();
     let (requests, streams) = read_requests(&args)?;
     replay::check(&requests, streams, &args.data, size)?;
     let models = match &args.model {

@@ -222,7 +222,31 @@ fn empty_trace_is_an_empty_report() {
         assert_eq!(report["streams"].as_array().unwrap().len(), 0, "{name}");
         assert_eq!(report["totals"]["requests"], 0);
         assert_eq!(report["totals"]["raw_bytes"], 0);
+        let text = patio()
+            .args(["analyze", path.to_str().unwrap()])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.contains("no requests") && !text.contains("ratio"),
+            "{text}"
+        );
     }
+}
+
+#[test]
+fn a_damaged_native_trace_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.ptrace");
+    std::fs::write(&bad, b"garbage!").unwrap();
+    patio()
+        .args(["analyze", bad.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("bad.ptrace").and(predicate::str::contains("magic")));
 }
 
 #[test]

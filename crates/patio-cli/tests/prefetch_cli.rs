@@ -251,6 +251,10 @@ fn replay_refuses_bad_input() {
         "more than a minute",
     );
     one_line_error(
+        &mut replay(&trace, dir.path(), "none"),
+        "not a regular file",
+    );
+    one_line_error(
         &mut replay(&dir.path().join("nope.csv"), &data, "none"),
         "nope.csv",
     );
