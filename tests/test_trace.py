@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -367,9 +368,14 @@ def test_errno_return_values_and_signal_dispositions_unchanged(
     assert traced.stdout == plain.stdout
     assert "write ok                     ret=10 errno=777" in traced.stdout
     # Python installs its SIGINT handler only over SIG_DFL: it must still see SIG_DFL.
+    # Both start from the default disposition (a test run started in the background
+    # inherits SIGINT ignored, which is kept across exec, traced or not).
     code = "import signal; print(signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))"
-    plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    traced = trace(tmp_path / "t2", sys.executable, "-c", code)
+    default = {"preexec_fn": lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)}
+    plain = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, **default
+    )
+    traced = trace(tmp_path / "t2", sys.executable, "-c", code, **default)
     assert traced.stdout == plain.stdout and "default_int_handler" in traced.stdout
 
 
