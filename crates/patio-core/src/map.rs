@@ -392,12 +392,24 @@ mod tests {
     fn irregular_maps_are_block_coded_and_version_1_still_reads() {
         // Irregular extents: literal columns the block coder shrinks.
         let extents: Vec<Extent> = (0..3000u64)
-            .map(|i| Extent::new(i * 9000 + (i * i % 977) * 8, 4096 + i % 3 * 512, i * 4096, i % 5))
+            .map(|i| {
+                Extent::new(
+                    i * 9000 + (i * i % 977) * 8,
+                    4096 + i % 3 * 512,
+                    i * 4096,
+                    i % 5,
+                )
+            })
             .collect();
         let map = PatternMap::build(&extents, &Detector::default()).unwrap();
         let plain = map.entries_payload();
         let bytes = map.encode();
-        assert!(bytes.len() < plain.len(), "{} ≥ {}", bytes.len(), plain.len());
+        assert!(
+            bytes.len() < plain.len(),
+            "{} ≥ {}",
+            bytes.len(),
+            plain.len()
+        );
         assert_eq!(bytes[BLOB_HEADER], FORM_SECTION);
         assert_eq!(PatternMap::decode(&bytes).unwrap(), map);
         let v1 = write_blob(MAP_MAGIC, 1, &plain);
