@@ -10,16 +10,21 @@
 //! In `pattern` mode the three columns are pattern sequences (one strided unit for
 //! a whole N-1 strided checkpoint); in `raw` mode they are fixed 24-byte entries,
 //! the classic one-entry-per-write index, with contiguous runs merged by the writer.
+//! A pattern record whose columns the block coder (`patio_core::entropy`, fast effort)
+//! shrinks is written as kind 3, the same columns as one coded section; kind 1 stays
+//! the form of records coding does not shrink (strided ones, tens of bytes).
 
 use crate::error::{ContainerError, Result};
 use crate::layout::IndexMode;
 use patio_core::codec::{put_uvarint, Cursor};
+use patio_core::entropy::{get_section, section_if_smaller, Effort};
 use patio_core::seqcodec::{SeqDecoder, SeqEncoder};
 use patio_core::{Detector, PatternSeq};
 use std::path::Path;
 
 const KIND_PATTERN: u8 = 1;
 const KIND_RAW: u8 = 2;
+const KIND_PATTERN_CODED: u8 = 3;
 /// Most writes one record may describe; writers flush long before (decoders refuse
 /// more, so a damaged count cannot make a reader expand billions of entries).
 pub const MAX_RECORD_WRITES: u64 = 1 << 26;
@@ -103,17 +108,24 @@ pub fn encode(
     let mut out = Vec::new();
     match mode {
         IndexMode::Pattern => {
-            out.push(KIND_PATTERN);
-            out.extend_from_slice(&key.to_le_bytes());
-            put_uvarint(&mut out, writes);
             let column = |f: fn(&IndexEntry) -> u64| {
                 let v: Vec<i64> = entries.iter().map(|e| f(e) as i64).collect();
                 PatternSeq::build(&v, detector)
             };
+            let mut body = Vec::new();
             let mut enc = SeqEncoder::new();
-            enc.encode(&column(|e| e.logical), &mut out);
-            enc.encode(&column(|e| e.length), &mut out);
-            enc.encode(&column(|e| e.physical), &mut out);
+            enc.encode(&column(|e| e.logical), &mut body);
+            enc.encode(&column(|e| e.length), &mut body);
+            enc.encode(&column(|e| e.physical), &mut body);
+            let coded = section_if_smaller(&body, Effort::Fast);
+            out.push(if coded.is_some() {
+                KIND_PATTERN_CODED
+            } else {
+                KIND_PATTERN
+            });
+            out.extend_from_slice(&key.to_le_bytes());
+            put_uvarint(&mut out, writes);
+            out.extend_from_slice(coded.as_deref().unwrap_or(&body));
         }
         IndexMode::Raw => {
             out.push(KIND_RAW);
@@ -139,25 +151,16 @@ pub fn decode(path: &Path, at: usize, payload: &[u8]) -> Result<Record> {
     let key = c.u64_le().map_err(fail)?;
     let writes = c.uvarint().map_err(fail)?;
     let columns = match kind {
-        KIND_PATTERN => {
-            let mut dec = SeqDecoder::new();
-            let logical = dec.decode(&mut c).map_err(fail)?;
-            let lengths = dec.decode(&mut c).map_err(fail)?;
-            let physical = dec.decode(&mut c).map_err(fail)?;
-            let n = logical.len();
-            if lengths.len() != n || physical.len() != n {
-                return Err(fail(c.error("record columns differ in length")));
+        KIND_PATTERN => pattern_columns(&mut c).map_err(fail)?,
+        KIND_PATTERN_CODED => {
+            let body = get_section(&mut c, "record columns").map_err(fail)?;
+            // Offsets in errors inside the columns are in the decoded section.
+            let mut b = Cursor::new(&body);
+            let columns = pattern_columns(&mut b).map_err(fail)?;
+            if !b.is_at_end() {
+                return Err(fail(b.error("trailing bytes after the coded columns")));
             }
-            if n > MAX_RECORD_WRITES {
-                return Err(fail(c.error(format!(
-                    "record of {n} entries (at most {MAX_RECORD_WRITES} allowed)"
-                ))));
-            }
-            Columns::Pattern {
-                logical,
-                lengths,
-                physical,
-            }
+            columns
         }
         KIND_RAW => {
             let n = c.count(c.remaining() / 24, "entry").map_err(fail)?;
@@ -192,6 +195,28 @@ pub fn decode(path: &Path, at: usize, payload: &[u8]) -> Result<Record> {
         reason,
     })?;
     Ok(record)
+}
+
+/// The three pattern columns of a record.
+fn pattern_columns(c: &mut Cursor) -> patio_core::Result<Columns> {
+    let mut dec = SeqDecoder::new();
+    let logical = dec.decode(c)?;
+    let lengths = dec.decode(c)?;
+    let physical = dec.decode(c)?;
+    let n = logical.len();
+    if lengths.len() != n || physical.len() != n {
+        return Err(c.error("record columns differ in length"));
+    }
+    if n > MAX_RECORD_WRITES {
+        return Err(c.error(format!(
+            "record of {n} entries (at most {MAX_RECORD_WRITES} allowed)"
+        )));
+    }
+    Ok(Columns::Pattern {
+        logical,
+        lengths,
+        physical,
+    })
 }
 
 /// Checks what a reader relies on: offsets and ends below 2^63, non-empty entries.
@@ -307,6 +332,35 @@ mod tests {
                 assert!(payload.len() < 64, "{} bytes", payload.len());
             }
         }
+    }
+
+    /// A kind-1 record of irregular writes, as writers before kind 3 left it, reads.
+    #[test]
+    fn plain_irregular_records_still_read() {
+        let d = Detector::default();
+        let v: Vec<i64> = (0..2000i64).map(|i| (i * 7919 % 2000) * 65536).collect();
+        let lengths = vec![4096i64; 2000];
+        let physical: Vec<i64> = (0..2000i64).map(|i| i * 4096).collect();
+        let mut old = vec![KIND_PATTERN];
+        old.extend_from_slice(&5u64.to_le_bytes());
+        put_uvarint(&mut old, 2000);
+        let mut enc = SeqEncoder::new();
+        for col in [&v, &lengths, &physical] {
+            enc.encode(&PatternSeq::build(col, &d), &mut old);
+        }
+        let r = decode(Path::new("x"), 0, &old).unwrap();
+        assert_eq!(r.columns.get(7).logical, (7 * 7919 % 2000) * 65536);
+        let entries: Vec<IndexEntry> = (0..2000)
+            .map(|i| IndexEntry {
+                logical: v[i] as u64,
+                length: 4096,
+                physical: physical[i] as u64,
+            })
+            .collect();
+        let new = encode(IndexMode::Pattern, 5, 2000, &entries, &d);
+        assert_eq!(new[0], KIND_PATTERN_CODED);
+        assert!(new.len() < old.len(), "{} ≥ {}", new.len(), old.len());
+        assert_eq!(decode(Path::new("x"), 0, &new).unwrap(), r);
     }
 
     #[test]

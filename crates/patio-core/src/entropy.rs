@@ -39,7 +39,14 @@ pub enum Effort {
     Best,
     /// Only the stored form (ablation: no entropy coding).
     Stored,
+    /// One zstd and one LZMA trial at moderate levels: for writers' hot paths
+    /// (container index records), where the coder runs at every flush.
+    Fast,
 }
+
+/// zstd level and liblzma preset of [`Effort::Fast`].
+const FAST_ZSTD_LEVEL: i32 = 9;
+const FAST_LZMA_PRESET: u32 = 6;
 
 /// A block as written: its codec and its stored bytes.
 pub struct Packed {
@@ -47,8 +54,8 @@ pub struct Packed {
     pub bytes: Vec<u8>,
 }
 
-fn lzma(raw: &[u8], (lc, lp, pb): (u32, u32, u32)) -> Option<Vec<u8>> {
-    let mut opts = xz2::stream::LzmaOptions::new_preset(LZMA_PRESET).ok()?;
+fn lzma(raw: &[u8], preset: u32, (lc, lp, pb): (u32, u32, u32)) -> Option<Vec<u8>> {
+    let mut opts = xz2::stream::LzmaOptions::new_preset(preset).ok()?;
     opts.literal_context_bits(lc)
         .literal_position_bits(lp)
         .position_bits(pb)
@@ -76,11 +83,15 @@ pub fn pack(raw: &[u8], effort: Effort) -> Packed {
             best = Packed { codec, bytes };
         }
     };
-    if let Ok(z) = zstd::bulk::compress(raw, ZSTD_LEVEL) {
+    let (zstd_level, preset, settings) = match effort {
+        Effort::Fast => (FAST_ZSTD_LEVEL, FAST_LZMA_PRESET, &LZMA_SETTINGS[..1]),
+        _ => (ZSTD_LEVEL, LZMA_PRESET, &LZMA_SETTINGS[..]),
+    };
+    if let Ok(z) = zstd::bulk::compress(raw, zstd_level) {
         consider(CODEC_ZSTD, z);
     }
-    for (lc, lp, pb) in LZMA_SETTINGS {
-        if let Some(bytes) = lzma(raw, (lc, lp, pb)) {
+    for &(lc, lp, pb) in settings {
+        if let Some(bytes) = lzma(raw, preset, (lc, lp, pb)) {
             consider(CODEC_LZMA + ((pb * 5 + lp) * 9 + lc) as u8, bytes);
         }
     }
@@ -146,6 +157,22 @@ pub fn put_section(raw: &[u8], effort: Effort, out: &mut Vec<u8>) {
     for (_, p) in &blocks {
         out.extend_from_slice(&p.bytes);
     }
+}
+
+/// Payloads shorter than this are never coded: a section's own header (at least 9
+/// bytes) and a codec's framing cost more than it can win on them.
+pub const MIN_CODED: usize = 48;
+
+/// `raw` as a section ([`put_section`]) when that is shorter than `raw` itself, else
+/// `None` (then the caller keeps its plain form): how the container's index records
+/// and the pattern map use the block coder only where it makes them smaller.
+pub fn section_if_smaller(raw: &[u8], effort: Effort) -> Option<Vec<u8>> {
+    if raw.len() < MIN_CODED || effort == Effort::Stored {
+        return None;
+    }
+    let mut out = Vec::new();
+    put_section(raw, effort, &mut out);
+    (out.len() < raw.len()).then_some(out)
 }
 
 /// Reads a section written by [`put_section`]; `what` names it in errors.

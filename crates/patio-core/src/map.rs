@@ -18,6 +18,7 @@
 
 use crate::codec::{put_uvarint, read_blob, write_blob, Cursor, BLOB_HEADER};
 use crate::detect::Detector;
+use crate::entropy::{get_section, section_if_smaller, Effort};
 use crate::error::{CoreError, Result};
 use crate::seqcodec::{SeqDecoder, SeqEncoder};
 use crate::table::normalize;
@@ -25,7 +26,14 @@ pub use crate::table::{Extent, Lookup};
 use crate::tree::{nest, PatternSeq, Piece};
 
 const MAP_MAGIC: &[u8; 4] = b"PMAP";
-const MAP_VERSION: u16 = 1;
+/// Version 2 puts a form byte before the entries: `0` plain, `1` block-coded section
+/// (`entropy::section_if_smaller`). Version 1 (plain entries, no form byte) is read.
+const MAP_VERSION: u16 = 2;
+const FORM_PLAIN: u8 = 0;
+const FORM_SECTION: u8 = 1;
+/// Larger payloads are coded with [`Effort::Fast`] (every codec trial on megabytes of
+/// literal entries would cost seconds).
+const BEST_EFFORT_BYTES: usize = 1 << 18;
 
 /// One group of extents whose logical offsets form one piece.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -225,6 +233,11 @@ impl PatternMap {
 
     /// Versioned, checksummed encoding (docs/FORMATS.md, "Pattern map").
     pub fn encode(&self) -> Vec<u8> {
+        write_blob(MAP_MAGIC, MAP_VERSION, &self.formed_payload())
+    }
+
+    /// The entries, plain (the payload of version 1).
+    fn entries_payload(&self) -> Vec<u8> {
         let mut payload = Vec::new();
         put_uvarint(&mut payload, self.entries.len() as u64);
         let mut enc = SeqEncoder::new();
@@ -236,12 +249,52 @@ impl PatternMap {
             enc.encode(&e.physical, &mut payload);
             enc.encode(&e.chunks, &mut payload);
         }
-        write_blob(MAP_MAGIC, MAP_VERSION, &payload)
+        payload
+    }
+
+    /// Wraps the entries in a form byte and coded when that is smaller.
+    fn formed_payload(&self) -> Vec<u8> {
+        let payload = self.entries_payload();
+        let effort = if payload.len() <= BEST_EFFORT_BYTES {
+            Effort::Best
+        } else {
+            Effort::Fast
+        };
+        let mut formed = Vec::with_capacity(payload.len() + 1);
+        match section_if_smaller(&payload, effort) {
+            Some(section) => {
+                formed.push(FORM_SECTION);
+                formed.extend_from_slice(&section);
+            }
+            None => {
+                formed.push(FORM_PLAIN);
+                formed.extend_from_slice(&payload);
+            }
+        }
+        formed
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self> {
-        let (_, payload) = read_blob(MAP_MAGIC, MAP_VERSION, bytes)?;
-        let mut c = Cursor::with_base(payload, BLOB_HEADER);
+        let (version, payload) = read_blob(MAP_MAGIC, MAP_VERSION, bytes)?;
+        let mut outer = Cursor::with_base(payload, BLOB_HEADER);
+        let decoded;
+        let (payload, base) = if version == 1 {
+            (payload, BLOB_HEADER)
+        } else {
+            match outer.u8()? {
+                FORM_PLAIN => (&payload[1..], BLOB_HEADER + 1),
+                FORM_SECTION => {
+                    decoded = get_section(&mut outer, "pattern map")?;
+                    if !outer.is_at_end() {
+                        return Err(outer.error("trailing bytes after the coded entries"));
+                    }
+                    // Offsets in errors below are in the decoded entries.
+                    (&decoded[..], 0)
+                }
+                other => return Err(outer.error(format!("unknown map form {other}"))),
+            }
+        };
+        let mut c = Cursor::with_base(payload, base);
         let n = c.count(c.remaining(), "entry")?;
         let mut dec = SeqDecoder::new();
         let logical = dec.decode(&mut c)?;
@@ -333,6 +386,37 @@ mod tests {
         }
         assert!(map.encode().len() < 80, "{} bytes", map.encode().len());
         assert_eq!(PatternMap::decode(&map.encode()).unwrap(), map);
+    }
+
+    #[test]
+    fn irregular_maps_are_block_coded_and_version_1_still_reads() {
+        // Irregular extents: literal columns the block coder shrinks.
+        let extents: Vec<Extent> = (0..3000u64)
+            .map(|i| {
+                Extent::new(
+                    i * 9000 + (i * i % 977) * 8,
+                    4096 + i % 3 * 512,
+                    i * 4096,
+                    i % 5,
+                )
+            })
+            .collect();
+        let map = PatternMap::build(&extents, &Detector::default()).unwrap();
+        let plain = map.entries_payload();
+        let bytes = map.encode();
+        assert!(
+            bytes.len() < plain.len(),
+            "{} ≥ {}",
+            bytes.len(),
+            plain.len()
+        );
+        assert_eq!(bytes[BLOB_HEADER], FORM_SECTION);
+        assert_eq!(PatternMap::decode(&bytes).unwrap(), map);
+        let v1 = write_blob(MAP_MAGIC, 1, &plain);
+        assert_eq!(PatternMap::decode(&v1).unwrap(), map);
+        for cut in (0..bytes.len()).step_by(7) {
+            assert!(PatternMap::decode(&bytes[..cut]).is_err());
+        }
     }
 
     #[test]
