@@ -124,6 +124,11 @@ pub trait Observer: Send + Sync + 'static {
         None
     }
 
+    /// The bytes of file `id` are about to change through the mount (a write, a
+    /// truncation, an `fallocate`): called before the change, so that an observer can
+    /// tell changes made outside the mount before it from the change itself.
+    fn changing(&self, _id: FileId) {}
+
     /// The bytes of file `id` changed through the mount (reported after the change).
     fn changed(&self, _id: FileId, _change: DataChange) {}
 }
@@ -586,6 +591,13 @@ impl<O: Observer> PassthroughFs<O> {
             }
         }
         if let Some(size) = size {
+            let before = match &handle {
+                Some(h) => Some(h.id),
+                None => fs::symlink_metadata(full()?).ok().map(|m| FileId::of(&m)),
+            };
+            if let Some(id) = before {
+                self.observer.changing(id);
+            }
             match &handle {
                 Some(h) => sys(h.file.set_len(size))?,
                 None => {
@@ -967,6 +979,7 @@ impl<O: Observer> Filesystem for PassthroughFs<O> {
         let t0 = Instant::now();
         let mut done = 0;
         let mut failed = None;
+        self.observer.changing(h.id);
         while done < data.len() {
             match h.file.write_at(&data[done..], offset + done as u64) {
                 Ok(0) => break,
@@ -1192,6 +1205,9 @@ impl<O: Observer> Filesystem for PassthroughFs<O> {
         reply: ReplyEmpty,
     ) {
         let r = self.handle(fh).and_then(|h| {
+            if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
+                self.observer.changing(h.id);
+            }
             // SAFETY: the descriptor is open for the duration of the call.
             check(unsafe {
                 libc::fallocate(

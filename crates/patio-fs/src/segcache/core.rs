@@ -343,6 +343,14 @@ impl State {
     }
 }
 
+/// Where an item's bytes came from.
+#[derive(Clone, Copy)]
+enum Tier {
+    Memory,
+    Segments,
+    Source,
+}
+
 /// How one item will be served, decided under the lock.
 enum Plan {
     Memory(Arc<Vec<u8>>, bool),
@@ -385,6 +393,15 @@ impl Cache {
         st.dirty = true;
     }
 
+    fn delivered(&self, tier: Tier, n: u64) {
+        let mut st = lock(&self.state);
+        match tier {
+            Tier::Memory => st.stats.bytes_from_memory += n,
+            Tier::Segments => st.stats.bytes_from_segments += n,
+            Tier::Source => st.stats.bytes_from_source += n,
+        }
+    }
+
     /// Serves `buf.len()` bytes of file `file` at `offset` (already revalidated,
     /// `size` its current size); `prev` is the stream's last item.
     pub(crate) fn read(
@@ -422,7 +439,8 @@ impl Cache {
         let last = (end - 1) / b;
         while index <= last {
             let item = Item { file, index };
-            let (got, upto) = self.item(item, last, size, &data)?;
+            let (got, upto, tier) = self.item(item, last, size, &data)?;
+            let mut delivered = 0u64;
             if got.is_empty() {
                 // The file ended before this item (truncated meanwhile).
                 return Ok(((index * b).max(offset) - offset) as usize);
@@ -435,12 +453,15 @@ impl Cache {
                 if hi > lo {
                     buf[(lo - offset) as usize..(hi - offset) as usize]
                         .copy_from_slice(&bytes[(lo - at) as usize..(hi - at) as usize]);
+                    delivered += hi - lo;
                 }
                 if hi < need {
+                    self.delivered(tier, delivered);
                     // The file ended inside this item (truncated meanwhile).
                     return Ok((hi.max(lo) - offset) as usize);
                 }
             }
+            self.delivered(tier, delivered);
             if self.cfg.policy == Policy::Group {
                 let mut st = lock(&self.state);
                 for k in index..=upto {
@@ -462,8 +483,9 @@ impl Cache {
         last: u64,
         size: u64,
         data: &Arc<DataFile>,
-    ) -> io::Result<(Vec<Arc<Vec<u8>>>, u64)> {
+    ) -> io::Result<(Vec<Arc<Vec<u8>>>, u64, Tier)> {
         let (plan, epoch) = self.plan(item, last);
+        let src = |r: io::Result<(Vec<Arc<Vec<u8>>>, u64)>| r.map(|(v, l)| (v, l, Tier::Source));
         match plan {
             Plan::Memory(bytes, grouped) => {
                 let mut st = lock(&self.state);
@@ -473,29 +495,28 @@ impl Cache {
                 } else {
                     st.stats.plain_hits += 1;
                 }
-                st.stats.bytes_from_memory += bytes.len() as u64;
-                Ok((vec![bytes], item.index))
+                Ok((vec![bytes], item.index, Tier::Memory))
             }
             Plan::Slot { slot, entries } => match self.read_slot(slot, &entries, item, epoch) {
-                Ok(Some(bytes)) => Ok((vec![bytes], item.index)),
-                Ok(None) => self.from_source(item, item.index, size, data, epoch),
+                Ok(Some(bytes)) => Ok((vec![bytes], item.index, Tier::Segments)),
+                Ok(None) => src(self.from_source(item, item.index, size, data, epoch)),
                 Err(e) => {
                     self.fault("reading the segment store", &e);
-                    self.from_source(item, item.index, size, data, epoch)
+                    src(self.from_source(item, item.index, size, data, epoch))
                 }
             },
             Plan::Group(items) => {
                 let got = self.fill_group(item, &items, data, epoch);
                 match got {
-                    Ok(Some(bytes)) => Ok((vec![bytes], item.index)),
-                    Ok(None) => self.from_source(item, item.index, size, data, epoch),
+                    Ok(Some(bytes)) => Ok((vec![bytes], item.index, Tier::Source)),
+                    Ok(None) => src(self.from_source(item, item.index, size, data, epoch)),
                     Err(e) => {
                         self.fault("writing the segment store", &e);
-                        self.from_source(item, item.index, size, data, epoch)
+                        src(self.from_source(item, item.index, size, data, epoch))
                     }
                 }
             }
-            Plan::Source { last } => self.from_source(item, last, size, data, epoch),
+            Plan::Source { last } => src(self.from_source(item, last, size, data, epoch)),
         }
     }
 
@@ -560,7 +581,6 @@ impl Cache {
         let mut st = lock(&self.state);
         st.stats.source_requests += 1;
         st.stats.source_bytes += got.len() as u64;
-        st.stats.bytes_from_source += got.len() as u64;
         st.stats.accesses += items.len().max(1) as u64;
         st.stats.misses += items.len().max(1) as u64;
         let disabled = st.disabled.is_some();
@@ -627,11 +647,10 @@ impl Cache {
             }
             st.mem_put(e.item, data, grouped, e_epoch, self.cfg.memory);
         }
-        if let Some(d) = &out {
+        if out.is_some() {
             st.stats.accesses += 1;
             st.stats.group_hits += grouped as u64;
             st.stats.plain_hits += !grouped as u64;
-            st.stats.bytes_from_segments += d.len() as u64;
         }
         Ok(out)
     }
@@ -701,7 +720,6 @@ impl Cache {
             st.stats.source_bytes += read;
             let demand = wanted.as_ref().map_or(0, |d| d.len() as u64);
             st.stats.grouping_io_bytes += read.saturating_sub(demand);
-            st.stats.bytes_from_source += demand;
             st.stats.accesses += 1;
             st.stats.misses += 1;
             for (i, d, ep) in &items {

@@ -17,6 +17,8 @@ pub mod graph;
 pub mod stats;
 pub mod store;
 pub mod table;
+#[cfg(test)]
+mod tests;
 
 use self::core::{lock, stat_of, Cache, CacheConfig, FileState, Policy, State};
 use self::graph::Item;
@@ -310,6 +312,24 @@ impl Cache {
         size
     }
 
+    /// A change through the mount is about to happen: a change made outside the mount
+    /// before it must be seen now, since the change's own report records the file's
+    /// version afterwards.
+    fn before_change(&self, idx: u32, source: &Path) {
+        let mut st = lock(&self.state);
+        let f = &st.files[idx as usize];
+        let meta = match &f.stat_file {
+            Some(file) => file.metadata(),
+            None => fs::symlink_metadata(source.join(&f.rec.path)),
+        };
+        if let Ok(m) = meta {
+            let now = stat_of(&f.rec.path.clone(), &m);
+            if st.revalidate(idx, now) {
+                st.stats.stale_files += 1;
+            }
+        }
+    }
+
     /// A change through the mount: drops the items it overlaps (and the last one if
     /// the file grows), then records the file's new version.
     fn changed(&self, idx: u32, change: DataChange, source: &Path) {
@@ -489,6 +509,13 @@ impl Observer for CacheObserver {
             idx,
             prev: Mutex::new(None),
         }))
+    }
+
+    fn changing(&self, id: FileId) {
+        let idx = lock(&self.cache.state).by_id.get(&(id.dev, id.ino)).copied();
+        if let Some(idx) = idx {
+            self.cache.before_change(idx, &self.source);
+        }
     }
 
     fn changed(&self, id: FileId, change: DataChange) {
