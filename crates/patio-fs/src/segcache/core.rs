@@ -312,6 +312,21 @@ impl State {
         true
     }
 
+    /// Planned groups not stored whole in one slot, at most `n`, whose items' files
+    /// are open.
+    pub fn unstored_groups(&self, n: usize) -> Vec<Vec<Item>> {
+        self.groups
+            .iter()
+            .filter(|g| {
+                let slot = self.disk.get(&g[0]).map(|(s, _)| *s);
+                slot.is_none() || g.iter().any(|i| self.disk.get(i).map(|(s, _)| *s) != slot)
+            })
+            .filter(|g| g.iter().all(|i| self.files[i.file as usize].data.is_some()))
+            .take(n)
+            .cloned()
+            .collect()
+    }
+
     /// Rebuilds the groups from the graph.
     pub fn rebuild(&mut self, per_segment: usize) {
         if self.graph.take_changes() == 0 && !self.groups.is_empty() {
@@ -379,7 +394,7 @@ impl Cache {
     }
 
     /// Switches the cache off after a fault of its own; reads go to SOURCE from now.
-    fn fault(&self, what: &str, e: &io::Error) {
+    pub(crate) fn fault(&self, what: &str, e: &io::Error) {
         let mut st = lock(&self.state);
         if st.disabled.is_none() {
             let why = format!("{what}: {e}");
@@ -506,7 +521,7 @@ impl Cache {
                 }
             },
             Plan::Group(items) => {
-                let got = self.fill_group(item, &items, data, epoch);
+                let got = self.fill_group(Some((item, data.clone(), epoch)), &items);
                 match got {
                     Ok(Some(bytes)) => Ok((vec![bytes], item.index, Tier::Source)),
                     Ok(None) => src(self.from_source(item, item.index, size, data, epoch)),
@@ -657,13 +672,12 @@ impl Cache {
 
     /// Reads every item of `group` whose file is open and that memory does not hold
     /// from SOURCE (contiguous ones in one request, in file order), writes the group
-    /// as one segment in group order and puts it in memory; the bytes of `want`.
-    fn fill_group(
+    /// as one segment in group order and puts it in memory; the bytes of the item
+    /// wanted (with its file and that file's epoch), if a read missed it.
+    pub(crate) fn fill_group(
         &self,
-        want: Item,
+        want: Option<(Item, Arc<DataFile>, u64)>,
         group: &[Item],
-        want_data: &Arc<DataFile>,
-        epoch: u64,
     ) -> io::Result<Option<Arc<Vec<u8>>>> {
         let b = self.cfg.item;
         let mut sources: HashMap<u32, (Arc<DataFile>, u64)> = HashMap::new();
@@ -676,7 +690,9 @@ impl Cache {
                     sources.insert(i.file, (d, f.epoch));
                 }
             }
-            sources.insert(want.file, (want_data.clone(), epoch));
+            if let Some((item, data, epoch)) = &want {
+                sources.insert(item.file, (data.clone(), *epoch));
+            }
             for i in group {
                 if let Some((d, _)) = st.mem_get(*i) {
                     got.insert(*i, d);
@@ -713,15 +729,17 @@ impl Cache {
             .filter_map(|i| got.get(i).map(|d| (*i, d.clone(), sources[&i.file].1)))
             .filter(|(_, d, _)| !d.is_empty())
             .collect();
-        let wanted = got.get(&want).cloned();
+        let wanted = want.as_ref().and_then(|(i, _, _)| got.get(i).cloned());
         {
             let mut st = lock(&self.state);
             st.stats.source_requests += requests;
             st.stats.source_bytes += read;
             let demand = wanted.as_ref().map_or(0, |d| d.len() as u64);
             st.stats.grouping_io_bytes += read.saturating_sub(demand);
-            st.stats.accesses += 1;
-            st.stats.misses += 1;
+            if want.is_some() {
+                st.stats.accesses += 1;
+                st.stats.misses += 1;
+            }
             for (i, d, ep) in &items {
                 st.mem_put(*i, d.clone(), true, *ep, self.cfg.memory);
             }

@@ -39,6 +39,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub const SEGMENTS_FILE: &str = "segments.dat";
 pub const LOCK_FILE: &str = "lock";
+/// Files whose source descriptors stay open after their last handle closed.
+pub const KEEP_CLOSED: usize = 256;
 
 /// A cache directory's problem as one line.
 fn dir_error(dir: &Path, what: &str, e: io::Error) -> FsError {
@@ -241,13 +243,28 @@ impl Cache {
         table.save(dir)
     }
 
-    /// Rebuilds the groups if the graph changed (an idle period).
+    /// In an idle period: rebuilds the groups if the graph changed, writes a few
+    /// groups not yet stored as segments (the grouping I/O, reading SOURCE for what
+    /// memory does not hold) and saves the table.
     fn idle_work(&self) {
-        if self.cfg.policy == Policy::Group {
-            let mut st = lock(&self.state);
-            if st.graph.pending_changes() > 0 {
-                let per = (self.cfg.segment / self.cfg.item) as usize;
-                st.rebuild(per);
+        if self.cfg.policy == Policy::Group && lock(&self.state).disabled.is_none() {
+            let todo = {
+                let mut st = lock(&self.state);
+                if st.graph.pending_changes() > 0 {
+                    let per = (self.cfg.segment / self.cfg.item) as usize;
+                    st.rebuild(per);
+                }
+                st.unstored_groups(4)
+            };
+            let since = lock(&self.state).last_request;
+            for g in todo {
+                if lock(&self.state).last_request != since {
+                    break; // requests again: not idle any more
+                }
+                if let Err(e) = self.fill_group(None, &g) {
+                    self.fault("writing the segment store", &e);
+                    break;
+                }
             }
         }
         if let Err(e) = self.save() {
@@ -287,11 +304,21 @@ impl Cache {
         idx
     }
 
+    /// The last handle of a file closed. Its source descriptors stay open (for
+    /// grouping in idle periods) while at most [`KEEP_CLOSED`] files are kept so.
     fn close_file(&self, idx: u32) {
         let mut st = lock(&self.state);
-        let f = &mut st.files[idx as usize];
-        f.open -= 1;
-        if f.open == 0 {
+        st.files[idx as usize].open -= 1;
+        if st.files[idx as usize].open > 0 {
+            return;
+        }
+        let kept = st
+            .files
+            .iter()
+            .filter(|f| f.open == 0 && f.data.is_some())
+            .count();
+        if kept > KEEP_CLOSED {
+            let f = &mut st.files[idx as usize];
             f.data = None;
             f.stat_file = None;
         }
