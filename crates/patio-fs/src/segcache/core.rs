@@ -179,6 +179,8 @@ pub(crate) struct State {
     /// The store changed since the table was last saved.
     pub dirty: bool,
     pub disabled: Option<String>,
+    /// The last item of the mount's successor stream.
+    pub prev: Option<Item>,
 }
 
 pub(crate) fn stat_of(rel: &str, m: &Metadata) -> FileRec {
@@ -215,6 +217,7 @@ impl State {
             last_request: Instant::now(),
             dirty: false,
             disabled: None,
+            prev: None,
         }
     }
 
@@ -418,14 +421,15 @@ impl Cache {
     }
 
     /// Serves `buf.len()` bytes of file `file` at `offset` (already revalidated,
-    /// `size` its current size); `prev` is the stream's last item.
+    /// `size` its current size). The items it touches continue the mount's one
+    /// successor stream (the request stream an I/O server sees, across files and
+    /// handles).
     pub(crate) fn read(
         &self,
         file: u32,
         size: u64,
         offset: u64,
         buf: &mut [u8],
-        prev: &mut Option<Item>,
     ) -> io::Result<usize> {
         let end = offset.saturating_add(buf.len() as u64).min(size);
         if offset >= end {
@@ -481,8 +485,9 @@ impl Cache {
                 let mut st = lock(&self.state);
                 for k in index..=upto {
                     let it = Item { file, index: k };
-                    st.graph.observe(*prev, it);
-                    *prev = Some(it);
+                    let prev = st.prev;
+                    st.graph.observe(prev, it);
+                    st.prev = Some(it);
                 }
             }
             index = upto + 1;

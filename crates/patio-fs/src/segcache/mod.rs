@@ -21,7 +21,6 @@ pub mod table;
 mod tests;
 
 use self::core::{lock, stat_of, Cache, CacheConfig, FileState, Policy, State};
-use self::graph::Item;
 use self::stats::CacheStats;
 use self::store::SegmentFile;
 use self::table::{SegmentRec, Table, TableError};
@@ -488,14 +487,12 @@ impl CacheObserver {
 struct Reader {
     cache: Arc<Cache>,
     idx: u32,
-    prev: Mutex<Option<Item>>,
 }
 
 impl FileReader for Reader {
     fn read_at(&self, file: &File, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
         let size = self.cache.check(self.idx, &file.metadata()?);
-        let mut prev = lock(&self.prev);
-        self.cache.read(self.idx, size, offset, buf, &mut prev)
+        self.cache.read(self.idx, size, offset, buf)
     }
 }
 
@@ -534,7 +531,6 @@ impl Observer for CacheObserver {
         Some(Box::new(Reader {
             cache: self.cache.clone(),
             idx,
-            prev: Mutex::new(None),
         }))
     }
 
