@@ -287,7 +287,11 @@ fn render(s: &CacheSummary, mountpoint: &Path, what: &str) -> String {
         ),
         (
             "successor graph",
-            format!("{} items, {}", grouped(s.graph_items as u64), human_bytes(s.graph_bytes)),
+            format!(
+                "{} items, {}",
+                grouped(s.graph_items as u64),
+                human_bytes(s.graph_bytes)
+            ),
         ),
         (
             "invalidated",

@@ -7,13 +7,13 @@
 //! (patio-fs's container mount) and reports what it wrote when the mount ends;
 //! `patio mount cache` (in `cache_cmd`) caches reads in grouped segments.
 
+use crate::store_args::{describe_store, StoreArgs, StoreJson};
 use anyhow::{bail, Context, Result};
 use patio_fs::container::{self, ContainerMount, ContainerSummary, IndexMode};
 use patio_fs::prefetch::{self, PrefetchMount, PrefetchSummary};
 use patio_fs::session::Ended;
 use patio_fs::tracing::{self, TraceMount};
 use patio_prefetch::{replay, EngineConfig, PolicyKind, StoreConfig};
-use crate::store_args::{describe_store, StoreArgs, StoreJson};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 

@@ -37,54 +37,55 @@ pub struct StoreArgs {
 }
 
 impl StoreArgs {
-/// The storage model asked for: the striped model of a preset, the flat slow store,
-/// or none (the source's own speed). `--concurrency` is checked and applied.
-pub fn config(&self) -> Result<Option<StoreConfig>> {
-    let args = self;
-    if args.concurrency == 0 {
-        bail!("--concurrency must be at least 1");
-    }
-    if let Some(name) = &args.store {
-        let mut striping = Striping::by_name(name).map_err(|e| anyhow::anyhow!("--store: {e}"))?;
-        if let Some(t) = args.store_targets {
-            striping.targets = t;
+    /// The storage model asked for: the striped model of a preset, the flat slow store,
+    /// or none (the source's own speed). `--concurrency` is checked and applied.
+    pub fn config(&self) -> Result<Option<StoreConfig>> {
+        let args = self;
+        if args.concurrency == 0 {
+            bail!("--concurrency must be at least 1");
         }
-        if let Some(k) = args.store_stripe_kib {
-            let Some(bytes) = k.checked_mul(1024) else {
-                bail!("--store-stripe-kib {k} is too large");
-            };
-            striping.stripe_size = bytes;
-            striping.rpc_size = striping.rpc_size.min(bytes);
+        if let Some(name) = &args.store {
+            let mut striping =
+                Striping::by_name(name).map_err(|e| anyhow::anyhow!("--store: {e}"))?;
+            if let Some(t) = args.store_targets {
+                striping.targets = t;
+            }
+            if let Some(k) = args.store_stripe_kib {
+                let Some(bytes) = k.checked_mul(1024) else {
+                    bail!("--store-stripe-kib {k} is too large");
+                };
+                striping.stripe_size = bytes;
+                striping.rpc_size = striping.rpc_size.min(bytes);
+            }
+            striping
+                .validate()
+                .map_err(|e| anyhow::anyhow!("--store {name}: {e}"))?;
+            return Ok(Some(StoreConfig {
+                concurrency: args.concurrency,
+                ..StoreConfig::striped(striping)
+            }));
         }
-        striping
-            .validate()
-            .map_err(|e| anyhow::anyhow!("--store {name}: {e}"))?;
-        return Ok(Some(StoreConfig {
-            concurrency: args.concurrency,
-            ..StoreConfig::striped(striping)
-        }));
-    }
-    for (flag, v) in [
-        ("--latency-ms", args.latency_ms),
-        ("--bandwidth-mbps", args.bandwidth_mbps),
-    ] {
-        if let Some(v) = v {
-            if !(v >= 0.0 && v.is_finite()) {
-                bail!("{flag} must be a finite number ≥ 0, not {v}");
+        for (flag, v) in [
+            ("--latency-ms", args.latency_ms),
+            ("--bandwidth-mbps", args.bandwidth_mbps),
+        ] {
+            if let Some(v) = v {
+                if !(v >= 0.0 && v.is_finite()) {
+                    bail!("{flag} must be a finite number ≥ 0, not {v}");
+                }
             }
         }
+        if args.latency_ms.is_none() && args.bandwidth_mbps.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(StoreConfig {
+            concurrency: args.concurrency,
+            ..StoreConfig::with(
+                args.latency_ms.unwrap_or(0.0),
+                args.bandwidth_mbps.unwrap_or(0.0),
+            )
+        }))
     }
-    if args.latency_ms.is_none() && args.bandwidth_mbps.is_none() {
-        return Ok(None);
-    }
-    Ok(Some(StoreConfig {
-        concurrency: args.concurrency,
-        ..StoreConfig::with(
-            args.latency_ms.unwrap_or(0.0),
-            args.bandwidth_mbps.unwrap_or(0.0),
-        )
-    }))
-}
 }
 
 /// The storage model as shown in messages.
@@ -117,7 +118,6 @@ pub fn describe_store(store: Option<&StoreConfig>) -> String {
         }
     }
 }
-
 
 /// The storage model as written in `--stats-json` files.
 #[derive(Serialize, Clone, Debug)]

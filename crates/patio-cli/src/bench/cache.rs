@@ -88,7 +88,10 @@ fn zoom(file: u64, clients: usize) -> Workload {
                 .collect()
         })
         .collect();
-    Workload { name: "zoom", views }
+    Workload {
+        name: "zoom",
+        views,
+    }
 }
 
 fn tile(clients: usize) -> Workload {
@@ -112,7 +115,10 @@ fn tile(clients: usize) -> Workload {
                 .collect()
         })
         .collect();
-    Workload { name: "tile", views }
+    Workload {
+        name: "tile",
+        views,
+    }
 }
 
 fn ior(file: u64, clients: usize, passes: usize) -> Workload {
@@ -120,7 +126,11 @@ fn ior(file: u64, clients: usize, passes: usize) -> Workload {
     let base = file / 2 / 4096 * 4096;
     let per = region / clients as u64 / transfer;
     let segmented: Vec<Vec<Req>> = (0..clients as u64)
-        .map(|c| (0..per).map(|i| (base + (c * per + i) * transfer, transfer)).collect())
+        .map(|c| {
+            (0..per)
+                .map(|i| (base + (c * per + i) * transfer, transfer))
+                .collect()
+        })
         .collect();
     let interleaved: Vec<Vec<Req>> = (0..clients as u64)
         .map(|c| {
@@ -131,7 +141,13 @@ fn ior(file: u64, clients: usize, passes: usize) -> Workload {
         .collect();
     // One view per pass (the view changes during the run); read once each.
     let views = (0..passes * 2)
-        .map(|p| if p % 2 == 0 { segmented.clone() } else { interleaved.clone() })
+        .map(|p| {
+            if p % 2 == 0 {
+                segmented.clone()
+            } else {
+                interleaved.clone()
+            }
+        })
         .collect();
     Workload { name: "ior", views }
 }
@@ -260,7 +276,10 @@ fn run_view(file: &Path, view: &[Vec<Req>]) -> Result<(f64, u64)> {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("reader thread")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("reader thread"))
+            .collect()
     });
     let mut bytes = 0;
     for r in results {
@@ -343,14 +362,29 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("cannot make a directory in {}", args.dir.display()))?;
     std::fs::create_dir_all(dir.path().join("src"))?;
     make_source(&dir.path().join("src/source.dat"), file_size)?;
-    let workloads: Vec<Workload> = [zoom(file_size, args.clients), tile(args.clients), ior(file_size, args.clients, args.passes)]
-        .into_iter()
-        .filter(|w| args.workload.as_deref().is_none_or(|n| n == w.name))
-        .collect();
+    let workloads: Vec<Workload> = [
+        zoom(file_size, args.clients),
+        tile(args.clients),
+        ior(file_size, args.clients, args.passes),
+    ]
+    .into_iter()
+    .filter(|w| args.workload.as_deref().is_none_or(|n| n == w.name))
+    .collect();
     let mut out = Vec::new();
     let mut table = Table::new(
         "segment-grouping cache: bandwidth through the mount (HDD-like store)",
-        &["workload", "policy", "seconds", "MB/s", "vs none", "vs lru", "hit rate", "group hits", "grouping I/O", "SOURCE reqs"],
+        &[
+            "workload",
+            "policy",
+            "seconds",
+            "MB/s",
+            "vs none",
+            "vs lru",
+            "hit rate",
+            "group hits",
+            "grouping I/O",
+            "SOURCE reqs",
+        ],
     );
     for w in &workloads {
         let passes = if w.name == "ior" { 1 } else { args.passes };
@@ -364,7 +398,11 @@ pub fn run(args: Args) -> Result<()> {
             rows.push((p, r.clone()));
             res.insert(p.into(), serde_json::to_value(&r)?);
         }
-        let bw = |name: &str| rows.iter().find(|r| r.0 == name).map_or(0.0, |r| r.1.bandwidth_mbps);
+        let bw = |name: &str| {
+            rows.iter()
+                .find(|r| r.0 == name)
+                .map_or(0.0, |r| r.1.bandwidth_mbps)
+        };
         for (p, r) in &rows {
             table.row(vec![
                 w.name.into(),
@@ -452,7 +490,14 @@ pub fn run(args: Args) -> Result<()> {
     if !sweep.is_empty() {
         let mut t = Table::new(
             "segment-size sweep: zoom, group policy",
-            &["segment", "memory", "seconds", "MB/s", "group hits", "grouping I/O"],
+            &[
+                "segment",
+                "memory",
+                "seconds",
+                "MB/s",
+                "group hits",
+                "grouping I/O",
+            ],
         );
         for s in &sweep {
             t.row(vec![
@@ -460,7 +505,10 @@ pub fn run(args: Args) -> Result<()> {
                 format!("{} MiB", s["memory_mib"]),
                 sig3(s["seconds"].as_f64().unwrap_or(0.0)),
                 sig3(s["bandwidth_mbps"].as_f64().unwrap_or(0.0)),
-                format!("{:.1}%", s["group_hit_rate"].as_f64().unwrap_or(0.0) * 100.0),
+                format!(
+                    "{:.1}%",
+                    s["group_hit_rate"].as_f64().unwrap_or(0.0) * 100.0
+                ),
                 human_bytes(s["grouping_io_bytes"].as_u64().unwrap_or(0)),
             ]);
         }

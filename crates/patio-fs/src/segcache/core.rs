@@ -108,7 +108,7 @@ impl CacheConfig {
 
     /// Why these budgets cannot work, if they cannot.
     pub fn check(&self) -> Result<(), String> {
-        if self.item == 0 || self.item % 4096 != 0 {
+        if self.item == 0 || !self.item.is_multiple_of(4096) {
             return Err(format!(
                 "item size {} is not a positive multiple of 4 KiB",
                 self.item
@@ -118,7 +118,7 @@ impl CacheConfig {
             return Ok(());
         }
         let slot = self.slot_size();
-        if self.segment % self.item != 0 || self.segment < self.item {
+        if !self.segment.is_multiple_of(self.item) || self.segment < self.item {
             return Err(format!(
                 "segment size {} is not a multiple of the item size {}",
                 self.segment, self.item
@@ -361,6 +361,9 @@ impl State {
     }
 }
 
+/// The bytes of consecutive items.
+type Items = Vec<Arc<Vec<u8>>>;
+
 /// Where an item's bytes came from.
 #[derive(Clone, Copy)]
 enum Tier {
@@ -440,7 +443,10 @@ impl Cache {
             st.stats.reads += 1;
             st.last_request = Instant::now();
             let f = &st.files[file as usize];
-            let data = f.data.clone().ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
+            let data = f
+                .data
+                .clone()
+                .ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
             if self.cfg.policy == Policy::None || st.disabled.is_some() || self.store.is_none() {
                 drop(st);
                 let got = data.read(offset, end - offset)?;
@@ -503,9 +509,9 @@ impl Cache {
         last: u64,
         size: u64,
         data: &Arc<DataFile>,
-    ) -> io::Result<(Vec<Arc<Vec<u8>>>, u64, Tier)> {
+    ) -> io::Result<(Items, u64, Tier)> {
         let (plan, epoch) = self.plan(item, last);
-        let src = |r: io::Result<(Vec<Arc<Vec<u8>>>, u64)>| r.map(|(v, l)| (v, l, Tier::Source));
+        let src = |r: io::Result<(Items, u64)>| r.map(|(v, l)| (v, l, Tier::Source));
         match plan {
             Plan::Memory(bytes, grouped) => {
                 let mut st = lock(&self.state);
@@ -519,24 +525,24 @@ impl Cache {
             }
             Plan::Slot { slot, entries } => match self.read_slot(slot, &entries, item, epoch) {
                 Ok(Some(bytes)) => Ok((vec![bytes], item.index, Tier::Segments)),
-                Ok(None) => src(self.from_source(item, item.index, size, data, epoch)),
+                Ok(None) => src(self.read_source(item, item.index, size, data, epoch)),
                 Err(e) => {
                     self.fault("reading the segment store", &e);
-                    src(self.from_source(item, item.index, size, data, epoch))
+                    src(self.read_source(item, item.index, size, data, epoch))
                 }
             },
             Plan::Group(items) => {
                 let got = self.fill_group(Some((item, data.clone(), epoch)), &items);
                 match got {
                     Ok(Some(bytes)) => Ok((vec![bytes], item.index, Tier::Source)),
-                    Ok(None) => src(self.from_source(item, item.index, size, data, epoch)),
+                    Ok(None) => src(self.read_source(item, item.index, size, data, epoch)),
                     Err(e) => {
                         self.fault("writing the segment store", &e);
-                        src(self.from_source(item, item.index, size, data, epoch))
+                        src(self.read_source(item, item.index, size, data, epoch))
                     }
                 }
             }
-            Plan::Source { last } => src(self.from_source(item, last, size, data, epoch)),
+            Plan::Source { last } => src(self.read_source(item, last, size, data, epoch)),
         }
     }
 
@@ -559,8 +565,7 @@ impl Cache {
             return (Plan::Slot { slot, entries }, epoch);
         }
         if self.cfg.policy == Policy::Group {
-            if !st.plan.contains_key(&item) && st.graph.pending_changes() >= self.cfg.build_after
-            {
+            if !st.plan.contains_key(&item) && st.graph.pending_changes() >= self.cfg.build_after {
                 let per = self.per_segment();
                 st.rebuild(per);
             }
@@ -574,7 +579,9 @@ impl Cache {
                 file: item.file,
                 index: end + 1,
             };
-            if st.mem.contains_key(&next) || st.disk.contains_key(&next) || st.plan.contains_key(&next)
+            if st.mem.contains_key(&next)
+                || st.disk.contains_key(&next)
+                || st.plan.contains_key(&next)
             {
                 break;
             }
@@ -585,19 +592,22 @@ impl Cache {
 
     /// Items `item.index..=last` of one file read from SOURCE in one request, put in
     /// memory (and, for `lru`, in the store).
-    fn from_source(
+    fn read_source(
         &self,
         item: Item,
         last: u64,
         size: u64,
         data: &Arc<DataFile>,
         epoch: u64,
-    ) -> io::Result<(Vec<Arc<Vec<u8>>>, u64)> {
+    ) -> io::Result<(Items, u64)> {
         let b = self.cfg.item;
         let start = item.index * b;
         let want = ((last + 1) * b).min(size).saturating_sub(start);
         let got = data.read(start, want)?;
-        let items: Vec<Arc<Vec<u8>>> = got.chunks(b as usize).map(|c| Arc::new(c.to_vec())).collect();
+        let items: Vec<Arc<Vec<u8>>> = got
+            .chunks(b as usize)
+            .map(|c| Arc::new(c.to_vec()))
+            .collect();
         let mut st = lock(&self.state);
         st.stats.source_requests += 1;
         st.stats.source_bytes += got.len() as u64;

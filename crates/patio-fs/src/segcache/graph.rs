@@ -376,13 +376,13 @@ mod tests {
     fn reaches(succ: &[Vec<usize>]) -> Vec<Vec<bool>> {
         let n = succ.len();
         let mut r = vec![vec![false; n]; n];
-        for s in 0..n {
+        for (s, row) in r.iter_mut().enumerate() {
             let mut stack = vec![s];
-            r[s][s] = true;
+            row[s] = true;
             while let Some(x) = stack.pop() {
                 for &y in &succ[x] {
-                    if !r[s][y] {
-                        r[s][y] = true;
+                    if !row[y] {
+                        row[y] = true;
                         stack.push(y);
                     }
                 }

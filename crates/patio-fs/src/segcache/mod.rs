@@ -24,7 +24,9 @@ use self::core::{lock, stat_of, Cache, CacheConfig, FileState, Policy, State};
 use self::stats::CacheStats;
 use self::store::SegmentFile;
 use self::table::{SegmentRec, Table, TableError};
-use crate::passthrough::{DataChange, FileId, FileReader, IoEvent, Observer, Options, PassthroughFs};
+use crate::passthrough::{
+    DataChange, FileId, FileReader, IoEvent, Observer, Options, PassthroughFs,
+};
 use crate::session::{self, Ended, MountConfig};
 use crate::{shown, FsError, Result};
 use patio_prefetch::{DataFile, SlowStore, StoreConfig};
@@ -45,15 +47,15 @@ pub const KEEP_CLOSED: usize = 256;
 fn dir_error(dir: &Path, what: &str, e: io::Error) -> FsError {
     let d = shown(dir);
     match e.raw_os_error() {
-        Some(libc::EROFS) => FsError::Invalid(format!(
-            "cache directory {d} is on a read-only file system"
-        )),
-        Some(libc::ENOSPC) | Some(libc::EDQUOT) => FsError::Invalid(format!(
-            "cache directory {d}: no space left for {what}"
-        )),
-        Some(libc::EACCES) | Some(libc::EPERM) => FsError::Invalid(format!(
-            "cache directory {d}: permission denied ({what})"
-        )),
+        Some(libc::EROFS) => {
+            FsError::Invalid(format!("cache directory {d} is on a read-only file system"))
+        }
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
+            FsError::Invalid(format!("cache directory {d}: no space left for {what}"))
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            FsError::Invalid(format!("cache directory {d}: permission denied ({what})"))
+        }
         _ => FsError::io(format!("cache directory {d}: {what}"), e),
     }
 }
@@ -127,8 +129,8 @@ pub fn open_cache(dir: Option<&Path>, cfg: &CacheConfig) -> Result<(Cache, Optio
             _ => {}
         }
     }
-    let store = SegmentFile::open(&dir.join(SEGMENTS_FILE), cfg.slot_size(), slots).map_err(
-        |e| {
+    let store =
+        SegmentFile::open(&dir.join(SEGMENTS_FILE), cfg.slot_size(), slots).map_err(|e| {
             dir_error(
                 &dir,
                 &format!(
@@ -137,8 +139,7 @@ pub fn open_cache(dir: Option<&Path>, cfg: &CacheConfig) -> Result<(Cache, Optio
                 ),
                 e,
             )
-        },
-    )?;
+        })?;
     let mut state = State::new(cfg, slots);
     if let Some(t) = table {
         warm(&mut state, t);
@@ -231,8 +232,7 @@ impl Cache {
                 return Ok(());
             }
             st.dirty = false;
-            let t = self.snapshot(&mut st);
-            t
+            self.snapshot(&mut st)
         };
         store.sync()?;
         // Generations continue across runs.
@@ -510,7 +510,12 @@ impl Observer for CacheObserver {
         }
     }
 
-    fn open_reader(&self, path: &Arc<str>, _id: FileId, file: &File) -> Option<Box<dyn FileReader>> {
+    fn open_reader(
+        &self,
+        path: &Arc<str>,
+        _id: FileId,
+        file: &File,
+    ) -> Option<Box<dyn FileReader>> {
         let name = self.source.join(&**path);
         let meta = match file.metadata() {
             Ok(m) if m.is_file() => m,
@@ -535,7 +540,10 @@ impl Observer for CacheObserver {
     }
 
     fn changing(&self, id: FileId) {
-        let idx = lock(&self.cache.state).by_id.get(&(id.dev, id.ino)).copied();
+        let idx = lock(&self.cache.state)
+            .by_id
+            .get(&(id.dev, id.ino))
+            .copied();
         if let Some(idx) = idx {
             self.cache.before_change(idx, &self.source);
         }
@@ -545,7 +553,10 @@ impl Observer for CacheObserver {
         if let DataChange::Written { offset, len } = change {
             self.store.pace_write(offset, len.min(u64::MAX - offset));
         }
-        let idx = lock(&self.cache.state).by_id.get(&(id.dev, id.ino)).copied();
+        let idx = lock(&self.cache.state)
+            .by_id
+            .get(&(id.dev, id.ino))
+            .copied();
         if let Some(idx) = idx {
             self.cache.changed(idx, change, &self.source);
         }
@@ -559,7 +570,10 @@ pub fn run(req: &CacheMount, notify: &mut dyn FnMut(&str)) -> Result<CacheSummar
     let source = session::check_source(&req.source)?;
     let mountpoint = session::check_mountpoint(&req.mountpoint, &source)?;
     if req.cache.policy != Policy::None {
-        let dir = req.cache_dir.canonicalize().unwrap_or(req.cache_dir.clone());
+        let dir = req
+            .cache_dir
+            .canonicalize()
+            .unwrap_or(req.cache_dir.clone());
         if dir.starts_with(&source) || dir.starts_with(&mountpoint) {
             return Err(FsError::Invalid(format!(
                 "cache directory {} lies inside the source or the mount point",
@@ -624,6 +638,9 @@ pub fn stat(dir: &Path) -> Result<Table> {
             shown(dir)
         ))),
         Err(TableError::Io(e)) => Err(FsError::io(format!("cache directory {}", shown(dir)), e)),
-        Err(e) => Err(FsError::Invalid(format!("cache directory {}: {e}", shown(dir)))),
+        Err(e) => Err(FsError::Invalid(format!(
+            "cache directory {}: {e}",
+            shown(dir)
+        ))),
     }
 }

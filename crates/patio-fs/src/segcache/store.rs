@@ -100,7 +100,7 @@ impl SegmentFile {
     /// multiple of 4 KiB), preallocated so that a full disk shows now and not in the
     /// middle of a read.
     pub fn open(path: &Path, slot_size: u64, slots: u32) -> io::Result<Self> {
-        assert!(slot_size > 0 && slot_size % DIRECT_ALIGN as u64 == 0);
+        assert!(slot_size > 0 && slot_size.is_multiple_of(DIRECT_ALIGN as u64));
         let plain = OpenOptions::new()
             .read(true)
             .write(true)

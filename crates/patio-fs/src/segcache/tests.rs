@@ -126,7 +126,12 @@ fn reads_follow_writes_truncations_and_outside_changes() {
                     let hi = (at as usize + len).min(model.len());
                     assert_eq!(n, hi - lo, "{policy:?} step {step} length");
                     let bad = (0..n).find(|&i| buf[i] != model[lo + i]);
-                    assert!(bad.is_none(), "{policy:?} step {step} bytes: read {at}+{len}, first bad at {:?}, size {}", bad.map(|b| b as u64 + at), model.len());
+                    assert!(
+                        bad.is_none(),
+                        "{policy:?} step {step} bytes: read {at}+{len}, first bad at {:?}, size {}",
+                        bad.map(|b| b as u64 + at),
+                        model.len()
+                    );
                 }
             }
             let st = lock(&cache.state);
@@ -136,10 +141,15 @@ fn reads_follow_writes_truncations_and_outside_changes() {
         let s = obs.finish(Ended::Unmounted, None);
         assert!(s.stats.peak_memory_bytes <= cache.cfg.memory);
         if policy != Policy::None {
-            assert!(s.stats.group_hits + s.stats.plain_hits > 0, "{policy:?} hits");
+            assert!(
+                s.stats.group_hits + s.stats.plain_hits > 0,
+                "{policy:?} hits"
+            );
             assert!(s.stats.invalidated_items > 0);
             assert!(s.stats.stale_files > 0, "outside changes seen");
-            let slots = std::fs::metadata(dir.path().join(SEGMENTS_FILE)).unwrap().len();
+            let slots = std::fs::metadata(dir.path().join(SEGMENTS_FILE))
+                .unwrap()
+                .len();
             assert!(slots <= cache.cfg.disk, "disk budget");
         }
         if policy == Policy::Group {
