@@ -1,13 +1,13 @@
 //! `patio mount cache` (the segment-grouping cache mount of patio-fs) and `patio cache
 //! stat` (what a cache directory holds and what its last run did).
 
+use crate::mount::{ended_text, notifier, write_stats};
 use crate::store_args::{describe_store, StoreArgs};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use patio_fs::segcache::core::{CacheConfig, Policy};
 use patio_fs::segcache::graph::Popularity;
 use patio_fs::segcache::stats::CacheStats;
 use patio_fs::segcache::{self, CacheMount, CacheSummary};
-use patio_fs::session::Ended;
 use patio_prefetch::StoreConfig;
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
@@ -162,11 +162,7 @@ fn summary_json(
         "written_bytes": s.written_bytes,
         "fallback_handles": s.fallback_handles,
         "fallback_reason": s.fallback_reason,
-        "ended": match s.ended {
-            Ended::Signal(_) => "unmounted",
-            Ended::Unmounted => "unmounted externally",
-            Ended::Detached => "detached lazily",
-        },
+        "ended": ended_text(s.ended),
     });
     if let Value::Object(e) = extra {
         m.extend(e);
@@ -205,26 +201,10 @@ pub fn mount(args: CacheArgs) -> Result<()> {
         },
         describe_store(store.as_ref())
     );
-    let pid = std::process::id();
-    let mut notify = |msg: &str| {
-        if msg.starts_with("mounted") {
-            eprintln!(
-                "patio: caching {} {msg} ({what}); stop with Ctrl-C, `kill {pid}` or \
-                 `fusermount3 -u {}`",
-                req.source.display(),
-                req.mountpoint.display()
-            );
-        } else {
-            eprintln!("patio: {msg}");
-        }
-    };
+    let mut notify = notifier("caching", &req.source, &req.mountpoint, &what);
     let summary = segcache::run(&req, &mut notify)?;
     let json = summary_json(&args, &cfg, store.as_ref(), &summary);
-    if let Some(path) = &args.stats_json {
-        let text = serde_json::to_string_pretty(&json)?;
-        std::fs::write(path, format!("{text}\n"))
-            .with_context(|| format!("cannot write statistics {}", path.display()))?;
-    }
+    write_stats(args.stats_json.as_deref(), &json)?;
     eprint!("{}", render(&summary, &req.mountpoint, &what));
     Ok(())
 }

@@ -369,7 +369,40 @@ impl MountStatsJson {
     }
 }
 
-fn ended_text(e: Ended) -> &'static str {
+/// The one-line messages of a mount while it runs: where it is mounted (`verb`
+/// SOURCE, `what` it does) and how to stop it, or what the session says.
+pub fn notifier<'a>(
+    verb: &'a str,
+    source: &'a Path,
+    mountpoint: &'a Path,
+    what: &'a str,
+) -> impl FnMut(&str) + 'a {
+    let pid = std::process::id();
+    move |msg: &str| {
+        if msg.starts_with("mounted") {
+            eprintln!(
+                "patio: {verb} {} {msg} ({what}); stop with Ctrl-C, `kill {pid}` or \
+                 `fusermount3 -u {}`",
+                source.display(),
+                mountpoint.display()
+            );
+        } else {
+            eprintln!("patio: {msg}");
+        }
+    }
+}
+
+/// Writes a mount's counters to `--stats-json` (when given) as pretty JSON.
+pub fn write_stats<T: Serialize>(path: Option<&Path>, json: &T) -> Result<()> {
+    if let Some(path) = path {
+        let text = serde_json::to_string_pretty(json)?;
+        std::fs::write(path, format!("{text}\n"))
+            .with_context(|| format!("cannot write statistics {}", path.display()))?;
+    }
+    Ok(())
+}
+
+pub fn ended_text(e: Ended) -> &'static str {
     match e {
         Ended::Signal(_) => "unmounted",
         Ended::Unmounted => "unmounted externally",
@@ -419,26 +452,10 @@ fn prefetch_mount(args: PrefetchArgs) -> Result<()> {
         "cached mode: kernel page cache and readahead in front"
     };
     let what = format!("policy {kind}, {mode}, {}", describe_store(store.as_ref()));
-    let pid = std::process::id();
-    let mut notify = |msg: &str| {
-        if msg.starts_with("mounted") {
-            eprintln!(
-                "patio: prefetching {} {msg} ({what}); stop with Ctrl-C, `kill {pid}` or \
-                 `fusermount3 -u {}`",
-                req.source.display(),
-                req.mountpoint.display()
-            );
-        } else {
-            eprintln!("patio: {msg}");
-        }
-    };
+    let mut notify = notifier("prefetching", &req.source, &req.mountpoint, &what);
     let summary = prefetch::run(&req, &mut notify)?;
     let json = MountStatsJson::new(&args, store.as_ref(), &summary);
-    if let Some(path) = &args.stats_json {
-        let text = serde_json::to_string_pretty(&json)?;
-        std::fs::write(path, format!("{text}\n"))
-            .with_context(|| format!("cannot write statistics {}", path.display()))?;
-    }
+    write_stats(args.stats_json.as_deref(), &json)?;
     eprint!("{}", render(&json, &what, &req.mountpoint));
     Ok(())
 }
