@@ -32,7 +32,16 @@ import pytest
 from test_cli import patio_binary
 from test_mount_trace import one_line_error, patio, tool
 
-SMALL = ["--memory-mib", "1", "--disk-gib", "0.00390625", "--segment-mib", "0.25", "--item-kib", "16"]
+SMALL = [
+    "--memory-mib",
+    "1",
+    "--disk-gib",
+    "0.00390625",
+    "--segment-mib",
+    "0.25",
+    "--item-kib",
+    "16",
+]
 MEMORY, DISK = 1 << 20, 4 << 20
 
 
@@ -48,7 +57,9 @@ class CacheMount:
         args = [patio_binary(), "mount", "cache", str(self.src), str(self.mnt)]
         args += ["--cache-dir", str(self.cache), "--policy", policy]
         args += ["--stats-json", str(self.stats_file), *options]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         deadline = time.monotonic() + 15
         while not os.path.ismount(self.mnt):
             if self.proc.poll() is not None:
@@ -73,7 +84,9 @@ class CacheMount:
 
     def cleanup(self) -> None:
         if os.path.ismount(self.mnt):
-            subprocess.run([tool("fusermount3"), "-u", "-z", str(self.mnt)], check=False, timeout=30)
+            subprocess.run(
+                [tool("fusermount3"), "-u", "-z", str(self.mnt)], check=False, timeout=30
+            )
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.communicate(timeout=30)
@@ -134,7 +147,9 @@ def _walk(path: str, offsets: list[int], length: int, rounds: int) -> list[tuple
 
 
 @pytest.mark.parametrize("policy", ["none", "lru", "group"])
-def test_random_mix_from_several_processes_matches_a_model(mount: Any, workdir: Path, policy: str) -> None:
+def test_random_mix_from_several_processes_matches_a_model(
+    mount: Any, workdir: Path, policy: str
+) -> None:
     rng = random.Random(13)
     model = bytearray(rng.randbytes(3 << 20))
     (workdir / "src").mkdir()
@@ -147,7 +162,10 @@ def test_random_mix_from_several_processes_matches_a_model(mount: Any, workdir: 
         for step in range(500):
             r = rng.random()
             if r < 0.05:
-                off, data = rng.randrange(0, len(model) + 8192), rng.randbytes(rng.randrange(1, 40000))
+                off, data = (
+                    rng.randrange(0, len(model) + 8192),
+                    rng.randbytes(rng.randrange(1, 40000)),
+                )
                 assert pool.apply(_op, (target, "write", off, data)) == len(data)
                 model[len(model) : off + len(data)] = bytes(max(0, off + len(data) - len(model)))
                 model[off : off + len(data)] = data
@@ -157,7 +175,11 @@ def test_random_mix_from_several_processes_matches_a_model(mount: Any, workdir: 
                 del model[size:]
                 model.extend(bytes(size - len(model)))
             else:
-                off = walk[step % len(walk)] if rng.random() < 0.8 else rng.randrange(0, len(model) + 100)
+                off = (
+                    walk[step % len(walk)]
+                    if rng.random() < 0.8
+                    else rng.randrange(0, len(model) + 100)
+                )
                 n = rng.randrange(1, 70000)
                 got = pool.apply(_op, (target, "read", off, n))
                 assert got == bytes(model[off : off + n]), (policy, step, off, n)
@@ -212,10 +234,22 @@ def test_fio_verifies_crc32c_through_the_mount(mount: Any, workdir: Path) -> Non
     m = mount("group", *SMALL)
     common = [fio, "--name=v", f"--filename={m.mnt / 'fio.dat'}", "--size=2m", "--bs=16k"]
     common += ["--verify=crc32c", "--ioengine=psync", "--randseed=7"]
-    done = subprocess.run([*common, "--rw=randwrite", "--do_verify=1"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [*common, "--rw=randwrite", "--do_verify=1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     for _ in range(2):  # the second pass is served by the cache
-        done = subprocess.run([*common, "--rw=randread", "--verify_only"], capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [*common, "--rw=randread", "--verify_only"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "verify" not in done.stderr.lower() or "bad" not in done.stderr.lower()
     stats = m.stop()
@@ -284,7 +318,11 @@ def test_a_warm_restart_serves_from_the_segment_store(mount: Any, workdir: Path)
 
 def _tmpfs(path: Path, *opts: str) -> bool:
     path.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(opts), "tmpfs", str(path)], capture_output=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", ",".join(opts), "tmpfs", str(path)],
+        check=False,
+        capture_output=True,
+    )
     return done.returncode == 0
 
 
@@ -293,8 +331,12 @@ def test_bad_inputs_are_one_line_errors(workdir: Path) -> None:
     src.mkdir()
     mnt.mkdir()
 
-    def run(*extra: str, cache: Path = workdir / "cache", source: Path = src) -> subprocess.CompletedProcess[str]:
-        return patio("mount", "cache", str(source), str(mnt), "--cache-dir", str(cache), *extra, check=False)
+    def run(
+        *extra: str, cache: Path = workdir / "cache", source: Path = src
+    ) -> subprocess.CompletedProcess[str]:
+        return patio(
+            "mount", "cache", str(source), str(mnt), "--cache-dir", str(cache), *extra, check=False
+        )
 
     one_line_error(run(source=workdir / "missing"), "does not exist")
     one_line_error(run("--disk-gib", "0.001"), "smaller than one segment")
