@@ -194,8 +194,8 @@ fn mount(
     );
     let _ = std::fs::remove_dir_all(&cache);
     std::fs::create_dir_all(&mnt)?;
-    let exe = std::env::current_exe()?;
-    let child = Command::new(exe)
+    // This very executable, even if a rebuild replaced the file meanwhile.
+    let child = Command::new("/proc/self/exe")
         .args(["mount", "cache"])
         .arg(&src)
         .arg(&mnt)
