@@ -104,8 +104,9 @@ pub enum DataChange {
 /// Serves the reads of one open file handle in place of `pread` on the real file.
 pub trait FileReader: Send + Sync {
     /// Fills `buf` with the bytes at `offset` of `file` (the real file, opened with the
-    /// application's flags); fewer only at the end of the file.
-    fn read_at(&self, file: &File, offset: u64, buf: &mut [u8]) -> io::Result<usize>;
+    /// application's flags); fewer only at the end of the file. `pid` is the caller's
+    /// (thread) id, from the FUSE request.
+    fn read_at(&self, file: &File, offset: u64, buf: &mut [u8], pid: u32) -> io::Result<usize>;
 }
 
 /// Sees every read and write the mount served, and may serve reads itself. Called on
@@ -942,7 +943,7 @@ impl<O: Observer> Filesystem for PassthroughFs<O> {
         let mut buf = vec![0u8; size as usize];
         let mut done = 0;
         if let Some(reader) = &h.reader {
-            match reader.read_at(&h.file, offset, &mut buf) {
+            match reader.read_at(&h.file, offset, &mut buf, req.pid()) {
                 Ok(n) => done = n.min(buf.len()),
                 Err(e) => return reply.error(errno(&e)),
             }

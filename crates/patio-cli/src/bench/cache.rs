@@ -2,7 +2,8 @@
 //! plain LRU block cache of the same memory and disk capacity, in one run, through
 //! real mounts. Each policy gets its own `patio mount cache` process (a fresh cache
 //! directory) over one SOURCE file behind the HDD-like striped model; reader threads
-//! of this process read through the kernel mount with `pread`.
+//! of this process (one per client, one open handle each for the whole run) read
+//! through the kernel mount with `pread`.
 //!
 //! Workloads (every pass reads the same requests; passes are separated by idle
 //! periods, not timed, in which the group policy builds and writes its groups):
@@ -256,36 +257,61 @@ impl Mounted {
     }
 }
 
-/// Reads every client's requests of `view` through the mount, one thread per client;
-/// returns the seconds taken and the bytes read.
-fn run_view(file: &Path, view: &[Vec<Req>]) -> Result<(f64, u64)> {
-    let start = Instant::now();
-    let results: Vec<Result<u64>> = std::thread::scope(|s| {
-        let handles: Vec<_> = view
-            .iter()
-            .map(|reqs| {
-                s.spawn(move || -> Result<u64> {
-                    let f = File::open(file)?;
-                    let mut buf = vec![0u8; reqs.iter().map(|r| r.1).max().unwrap_or(0) as usize];
-                    let mut total = 0;
-                    for &(off, len) in reqs {
-                        let n = f.read_at(&mut buf[..len as usize], off)?;
-                        total += n as u64;
+/// Reads every view of `w` `passes` times through the mount: one thread per client,
+/// each with one open handle for the whole run (so each client is one successor
+/// stream), all starting each pass together. Between passes the mount is left idle
+/// (not timed). Returns the seconds of the passes and the bytes read.
+fn run_workload(file: &Path, w: &Workload, passes: usize) -> Result<(f64, u64)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Barrier, Mutex};
+    let clients = w.views[0].len();
+    let barrier = Barrier::new(clients + 1);
+    let failed: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    let bytes = AtomicU64::new(0);
+    let mut seconds = 0.0;
+    std::thread::scope(|s| {
+        for c in 0..clients {
+            let (barrier, failed, bytes) = (&barrier, &failed, &bytes);
+            s.spawn(move || {
+                let f = File::open(file);
+                let mut buf = Vec::new();
+                for view in &w.views {
+                    for _ in 0..passes {
+                        barrier.wait();
+                        let r = (|| -> Result<u64> {
+                            let f = f.as_ref().map_err(|e| anyhow::anyhow!("{e}"))?;
+                            let mut total = 0;
+                            for &(off, len) in &view[c] {
+                                buf.resize(len as usize, 0);
+                                total += f.read_at(&mut buf, off)? as u64;
+                            }
+                            Ok(total)
+                        })();
+                        match r {
+                            Ok(n) => {
+                                bytes.fetch_add(n, Ordering::Relaxed);
+                            }
+                            Err(e) => {
+                                failed.lock().expect("lock").get_or_insert(e);
+                            }
+                        }
+                        barrier.wait();
                     }
-                    Ok(total)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("reader thread"))
-            .collect()
+                }
+            });
+        }
+        for _ in 0..w.views.len() * passes {
+            barrier.wait();
+            let start = Instant::now();
+            barrier.wait();
+            seconds += start.elapsed().as_secs_f64();
+            std::thread::sleep(Duration::from_millis(IDLE_MS * 2 + 300));
+        }
     });
-    let mut bytes = 0;
-    for r in results {
-        bytes += r?;
+    if let Some(e) = failed.into_inner().expect("lock") {
+        return Err(e);
     }
-    Ok((start.elapsed().as_secs_f64(), bytes))
+    Ok((seconds, bytes.into_inner()))
 }
 
 #[derive(Serialize, Clone)]
@@ -316,20 +342,9 @@ fn run_policy(
 ) -> Result<PolicyResult> {
     let m = mount(dir, policy, memory >> 20, disk_gib, segment_mib)?;
     let file = m.mnt.join("source.dat");
-    let (mut seconds, mut bytes) = (0.0, 0);
-    let run = (|| -> Result<()> {
-        for view in &w.views {
-            for _ in 0..passes {
-                let (s, b) = run_view(&file, view)?;
-                seconds += s;
-                bytes += b;
-                std::thread::sleep(Duration::from_millis(IDLE_MS * 2 + 300));
-            }
-        }
-        Ok(())
-    })();
+    let run = run_workload(&file, w, passes);
     let stats = m.stop()?;
-    run?;
+    let (seconds, bytes) = run?;
     let g = |k: &str| stats[k].as_u64().unwrap_or(0);
     Ok(PolicyResult {
         seconds,

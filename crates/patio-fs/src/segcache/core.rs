@@ -41,6 +41,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+/// Callers whose successor streams are followed at once (more: all start again).
+const MAX_STREAMS: usize = 4096;
+
 /// Caching policy of the mount.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
@@ -179,8 +182,8 @@ pub(crate) struct State {
     /// The store changed since the table was last saved.
     pub dirty: bool,
     pub disabled: Option<String>,
-    /// The last item of the mount's successor stream.
-    pub prev: Option<Item>,
+    /// The last item of each caller's successor stream.
+    pub prev: HashMap<u32, Item>,
 }
 
 pub(crate) fn stat_of(rel: &str, m: &Metadata) -> FileRec {
@@ -217,7 +220,7 @@ impl State {
             last_request: Instant::now(),
             dirty: false,
             disabled: None,
-            prev: None,
+            prev: HashMap::new(),
         }
     }
 
@@ -424,15 +427,15 @@ impl Cache {
     }
 
     /// Serves `buf.len()` bytes of file `file` at `offset` (already revalidated,
-    /// `size` its current size). The items it touches continue the mount's one
-    /// successor stream (the request stream an I/O server sees, across files and
-    /// handles).
+    /// `size` its current size) for caller `pid`. The items it touches continue that
+    /// caller's successor stream (across its files and handles).
     pub(crate) fn read(
         &self,
         file: u32,
         size: u64,
         offset: u64,
         buf: &mut [u8],
+        pid: u32,
     ) -> io::Result<usize> {
         let end = offset.saturating_add(buf.len() as u64).min(size);
         if offset >= end {
@@ -491,9 +494,12 @@ impl Cache {
                 let mut st = lock(&self.state);
                 for k in index..=upto {
                     let it = Item { file, index: k };
-                    let prev = st.prev;
+                    let prev = st.prev.get(&pid).copied();
                     st.graph.observe(prev, it);
-                    st.prev = Some(it);
+                    if st.prev.len() >= MAX_STREAMS && !st.prev.contains_key(&pid) {
+                        st.prev.clear();
+                    }
+                    st.prev.insert(pid, it);
                 }
             }
             index = upto + 1;

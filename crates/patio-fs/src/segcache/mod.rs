@@ -490,9 +490,9 @@ struct Reader {
 }
 
 impl FileReader for Reader {
-    fn read_at(&self, file: &File, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+    fn read_at(&self, file: &File, offset: u64, buf: &mut [u8], pid: u32) -> io::Result<usize> {
         let size = self.cache.check(self.idx, &file.metadata()?);
-        self.cache.read(self.idx, size, offset, buf)
+        self.cache.read(self.idx, size, offset, buf, pid)
     }
 }
 

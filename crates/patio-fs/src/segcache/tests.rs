@@ -121,7 +121,9 @@ fn reads_follow_writes_truncations_and_outside_changes() {
                     };
                     let len = rng.range(1, 12_000) as usize;
                     let mut buf = vec![0u8; len];
-                    let n = readers[h].read_at(&files[h], at, &mut buf).unwrap();
+                    let n = readers[h]
+                        .read_at(&files[h], at, &mut buf, h as u32)
+                        .unwrap();
                     let lo = (at as usize).min(model.len());
                     let hi = (at as usize + len).min(model.len());
                     assert_eq!(n, hi - lo, "{policy:?} step {step} length");
@@ -174,7 +176,7 @@ fn a_restart_is_warm_and_a_damaged_table_is_cold() {
         let r = obs.open_reader(&name, id_of(&f), &f).unwrap();
         let mut buf = vec![0u8; 40_000];
         for at in [0u64, 50_000, 100_000] {
-            let n = r.read_at(&f, at, &mut buf).unwrap();
+            let n = r.read_at(&f, at, &mut buf, 1).unwrap();
             assert_eq!(&buf[..n], &data[at as usize..at as usize + n]);
         }
         drop(r);
@@ -203,7 +205,7 @@ fn a_restart_is_warm_and_a_damaged_table_is_cold() {
     let f = File::open(&path).unwrap();
     let r = obs.open_reader(&name, id_of(&f), &f).unwrap();
     let mut buf = vec![0u8; 40_000];
-    let n = r.read_at(&f, 50_000, &mut buf).unwrap();
+    let n = r.read_at(&f, 50_000, &mut buf, 1).unwrap();
     assert_eq!(&buf[..n], &data[50_000..50_000 + n]);
     drop(r);
     assert!(obs.finish(Ended::Unmounted, None).stats.checksum_misses > 0);
