@@ -240,6 +240,7 @@ def test_fio_verifies_crc32c_through_the_mount(mount: Any, workdir: Path) -> Non
         text=True,
         timeout=300,
         check=False,
+        cwd=workdir,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     for _ in range(2):  # the second pass is served by the cache
@@ -249,6 +250,7 @@ def test_fio_verifies_crc32c_through_the_mount(mount: Any, workdir: Path) -> Non
             text=True,
             timeout=300,
             check=False,
+            cwd=workdir,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "verify" not in done.stderr.lower() or "bad" not in done.stderr.lower()
