@@ -3,6 +3,7 @@
 
 mod analyze;
 mod bench;
+mod cache_cmd;
 mod container;
 mod generic;
 mod load;
@@ -11,6 +12,7 @@ mod python;
 mod query;
 mod reorg;
 mod replay;
+mod store_args;
 mod trace_cmd;
 
 use clap::{Parser, Subcommand};
@@ -38,12 +40,15 @@ enum Command {
     /// Benchmarks: pattern map vs extent table, detector throughput, index compression.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Segment-grouping cache directories: `cache stat DIR` (see `patio mount cache`).
+    #[command(subcommand)]
+    Cache(cache_cmd::CacheCommand),
     /// Pattern-indexed containers: `container stat|map|check|flatten PATH`.
     #[command(subcommand)]
     Container(container::ContainerCommand),
     /// Convert a trace between formats (.darshan, .csv, .ptrace in; .csv or .ptrace out).
     Convert(load::ConvertArgs),
-    /// FUSE mounts: `mount trace` records every request made through a passthrough mount; `mount prefetch` serves its reads through the prefetch engine; `mount container` stores files as pattern-indexed containers.
+    /// FUSE mounts: `mount trace` records every request made through a passthrough mount; `mount prefetch` serves its reads through the prefetch engine; `mount container` stores files as pattern-indexed containers; `mount cache` caches reads in grouped segments on local disk.
     #[command(subcommand)]
     Mount(mount::MountCommand),
     /// HDF5 layout optimization: `layout status|advise|build|learn|evict|probe` (see `patio layout --help`).
@@ -73,6 +78,7 @@ fn main() -> ExitCode {
         Command::Amr(args) => return exit_code(python::exec_helper("amr", &args)),
         Command::Analyze(args) => analyze::run(args),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Cache(cmd) => cache_cmd::run(cmd),
         Command::Container(cmd) => container::run(cmd),
         Command::Convert(args) => load::convert(args),
         Command::Mount(cmd) => mount::run(cmd),

@@ -4,14 +4,15 @@
 //! passthrough mount through the prefetch engine (patio-fs's prefetch mount) and
 //! reports its counters when the mount ends; `patio mount container` stores the files
 //! made under the mount as pattern-indexed containers in a backend directory
-//! (patio-fs's container mount) and reports what it wrote when the mount ends.
+//! (patio-fs's container mount) and reports what it wrote when the mount ends;
+//! `patio mount cache` (in `cache_cmd`) caches reads in grouped segments.
 
+use crate::store_args::{describe_store, StoreArgs, StoreJson};
 use anyhow::{bail, Context, Result};
 use patio_fs::container::{self, ContainerMount, ContainerSummary, IndexMode};
 use patio_fs::prefetch::{self, PrefetchMount, PrefetchSummary};
 use patio_fs::session::Ended;
 use patio_fs::tracing::{self, TraceMount};
-use patio_prefetch::striped::Striping;
 use patio_prefetch::{replay, EngineConfig, PolicyKind, StoreConfig};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -95,6 +96,34 @@ pub enum MountCommand {
         after_help = "Examples:\n  patio mount container /scratch/ckpt /mnt/ckpt &\n  mpirun -n 16 ./app --checkpoint /mnt/ckpt/step1.dat\n  fusermount3 -u /mnt/ckpt            # flushes, prints a summary\n  patio container stat /scratch/ckpt/step1.dat\n  patio container flatten /scratch/ckpt/step1.dat step1.dat"
     )]
     Container(ContainerArgs),
+    /// Mount SOURCE_DIR at MOUNTPOINT and cache its reads in memory and in grouped segments on local disk.
+    ///
+    /// A passthrough FUSE mount (direct I/O) whose reads go through a memory tier,
+    /// then a segment store on local storage (--cache-dir: one preallocated file of
+    /// fixed-size slots, O_DIRECT where possible), then SOURCE_DIR, read through the
+    /// storage model when one is given (--store hdd|ssd|lustre or --latency-ms /
+    /// --bandwidth-mbps). Items are aligned extents of --item-kib.
+    ///
+    /// Policies: none (every read goes to SOURCE_DIR); lru (a plain block cache of the
+    /// same memory and disk capacity); group (a successor graph learns which item is
+    /// read after which — linked when seen --link-j of the last --link-k times —
+    /// and related items, from any files, are grouped into segments of --segment-mib;
+    /// a miss on a grouped item reads its whole segment, from the store if it is
+    /// there, else from SOURCE_DIR, writing it to the store). Groups are rebuilt on a
+    /// miss and after --idle-ms without requests.
+    ///
+    /// Reads are never stale: writes through the mount drop the cached items they
+    /// overlap before returning, and a file changed outside the mount (size, mtime,
+    /// ctime, inode) loses its cached items before the next read is served. The
+    /// segment table is saved in idle periods and at unmount, so the next mount of
+    /// the same --cache-dir starts warm; a damaged table means a cold start.
+    ///
+    /// Runs in the foreground. Stop it with Ctrl-C, SIGTERM, or `fusermount3 -u
+    /// MOUNTPOINT`; the counters are printed then and written to --stats-json.
+    #[command(
+        after_help = "Examples:\n  patio mount cache /pfs/data /mnt/c --cache-dir /local/patio-cache --store hdd &\n  ./app /mnt/c/input.dat\n  fusermount3 -u /mnt/c              # prints the counters\n  patio cache stat /local/patio-cache"
+    )]
+    Cache(crate::cache_cmd::CacheArgs),
 }
 
 #[derive(clap::Args)]
@@ -131,29 +160,8 @@ pub struct PrefetchArgs {
     /// front (cached mode).
     #[arg(long)]
     direct_io: bool,
-    /// Slow-store model: latency of every backend request, in milliseconds (default:
-    /// no model, the source's own speed; 0 with --bandwidth-mbps).
-    #[arg(long)]
-    latency_ms: Option<f64>,
-    /// Slow-store model: bandwidth of every backend request, in MB/s (10^6 bytes); 0
-    /// for unlimited (the default when only --latency-ms is given).
-    #[arg(long)]
-    bandwidth_mbps: Option<f64>,
-    /// Striped storage model instead of the flat slow store: hdd, ssd or lustre (each
-    /// read becomes RPCs on per-target FIFO servers costing latency by seek distance +
-    /// bytes / bandwidth; presets in docs/ARCHITECTURE.md). One model for the mount.
-    #[arg(long, value_name = "PRESET", conflicts_with_all = ["latency_ms", "bandwidth_mbps"])]
-    store: Option<String>,
-    /// With --store: the number of targets (servers) instead of the preset's.
-    #[arg(long, value_name = "N", requires = "store")]
-    store_targets: Option<usize>,
-    /// With --store: the stripe size in KiB instead of the preset's (RPCs stay at most
-    /// one stripe).
-    #[arg(long, value_name = "KIB", requires = "store")]
-    store_stripe_kib: Option<u64>,
-    /// Backend requests served at the same time.
-    #[arg(long, default_value_t = 4)]
-    concurrency: usize,
+    #[command(flatten)]
+    store: StoreArgs,
     /// Prefetch cache budget of the whole mount, in MiB (in-flight and ready
     /// prefetches together).
     #[arg(long, default_value_t = 64)]
@@ -202,6 +210,7 @@ pub fn run(cmd: MountCommand) -> Result<()> {
         MountCommand::Container(args) => container_mount(args),
         MountCommand::Trace(args) => trace(args),
         MountCommand::Prefetch(args) => prefetch_mount(args),
+        MountCommand::Cache(args) => crate::cache_cmd::mount(args),
     }
 }
 
@@ -264,85 +273,16 @@ fn load_model(path: &Path, kind: PolicyKind) -> Result<Vec<u8>> {
     Ok(saved.remove(0))
 }
 
-fn store_config(args: &PrefetchArgs) -> Result<Option<StoreConfig>> {
-    if let Some(name) = &args.store {
-        let mut striping = Striping::by_name(name).map_err(|e| anyhow::anyhow!("--store: {e}"))?;
-        if let Some(t) = args.store_targets {
-            striping.targets = t;
-        }
-        if let Some(k) = args.store_stripe_kib {
-            let Some(bytes) = k.checked_mul(1024) else {
-                bail!("--store-stripe-kib {k} is too large");
-            };
-            striping.stripe_size = bytes;
-            striping.rpc_size = striping.rpc_size.min(bytes);
-        }
-        striping
-            .validate()
-            .map_err(|e| anyhow::anyhow!("--store {name}: {e}"))?;
-        return Ok(Some(StoreConfig::striped(striping)));
-    }
-    for (flag, v) in [
-        ("--latency-ms", args.latency_ms),
-        ("--bandwidth-mbps", args.bandwidth_mbps),
-    ] {
-        if let Some(v) = v {
-            crate::replay::check_store_value(flag, v)?;
-        }
-    }
-    if args.latency_ms.is_none() && args.bandwidth_mbps.is_none() {
-        return Ok(None);
-    }
-    Ok(Some(StoreConfig::with(
-        args.latency_ms.unwrap_or(0.0),
-        args.bandwidth_mbps.unwrap_or(0.0),
-    )))
-}
-
-/// The slow store as shown in messages.
-fn describe_store(store: Option<&StoreConfig>) -> String {
-    match store {
-        None => "no slow-store model".into(),
-        Some(StoreConfig {
-            striping: Some(t), ..
-        }) => format!(
-            "striped store: {} targets, {} KiB stripes, {} MB/s per target, {}/{}/{}/{} ms by seek distance",
-            t.targets,
-            t.stripe_size / 1024,
-            t.bandwidth / 1e6,
-            t.latency_seq * 1e3,
-            t.latency_near * 1e3,
-            t.latency_mid * 1e3,
-            t.latency_far * 1e3
-        ),
-        Some(s) => {
-            let bw = if s.bandwidth.is_finite() {
-                format!("{} MB/s", s.bandwidth / 1e6)
-            } else {
-                "unlimited bandwidth".into()
-            };
-            format!(
-                "slow store {} ms + {bw}, {} concurrent",
-                s.latency.as_secs_f64() * 1e3,
-                s.concurrency
-            )
-        }
-    }
-}
-
 /// The counters of a prefetch mount, as written to `--stats-json`.
 #[derive(Serialize, Clone, Debug)]
 pub struct MountStatsJson {
     pub policy: String,
     /// `direct_io` (FOPEN_DIRECT_IO) or `cached` (kernel page cache and readahead).
     pub fuse_mode: String,
-    pub latency_ms: Option<f64>,
-    pub bandwidth_mbps: Option<f64>,
-    /// The striped storage model's preset (--store), its targets and stripe size.
-    pub store: Option<String>,
-    pub store_targets: Option<usize>,
-    pub store_stripe_bytes: Option<u64>,
-    pub concurrency: usize,
+    /// The storage model (latency_ms, bandwidth_mbps, store, store_targets,
+    /// store_stripe_bytes, concurrency).
+    #[serde(flatten)]
+    pub store: StoreJson,
     pub cache_budget_bytes: u64,
     pub workers: usize,
     /// Read requests the engine served (hits + late_hits + misses).
@@ -392,19 +332,7 @@ impl MountStatsJson {
                 "cached"
             }
             .into(),
-            latency_ms: store
-                .filter(|s| s.striping.is_none())
-                .map(|s| s.latency.as_secs_f64() * 1e3),
-            bandwidth_mbps: store
-                .filter(|s| s.striping.is_none())
-                .map(|s| s.bandwidth / 1e6)
-                .filter(|b| b.is_finite()),
-            store: args.store.clone(),
-            store_targets: store.and_then(|s| s.striping.as_ref()).map(|t| t.targets),
-            store_stripe_bytes: store
-                .and_then(|s| s.striping.as_ref())
-                .map(|t| t.stripe_size),
-            concurrency: args.concurrency,
+            store: args.store.json(store),
             cache_budget_bytes: st.budget_bytes,
             workers: args.workers,
             requests: st.requests,
@@ -441,7 +369,40 @@ impl MountStatsJson {
     }
 }
 
-fn ended_text(e: Ended) -> &'static str {
+/// The one-line messages of a mount while it runs: where it is mounted (`verb`
+/// SOURCE, `what` it does) and how to stop it, or what the session says.
+pub fn notifier<'a>(
+    verb: &'a str,
+    source: &'a Path,
+    mountpoint: &'a Path,
+    what: &'a str,
+) -> impl FnMut(&str) + 'a {
+    let pid = std::process::id();
+    move |msg: &str| {
+        if msg.starts_with("mounted") {
+            eprintln!(
+                "patio: {verb} {} {msg} ({what}); stop with Ctrl-C, `kill {pid}` or \
+                 `fusermount3 -u {}`",
+                source.display(),
+                mountpoint.display()
+            );
+        } else {
+            eprintln!("patio: {msg}");
+        }
+    }
+}
+
+/// Writes a mount's counters to `--stats-json` (when given) as pretty JSON.
+pub fn write_stats<T: Serialize>(path: Option<&Path>, json: &T) -> Result<()> {
+    if let Some(path) = path {
+        let text = serde_json::to_string_pretty(json)?;
+        std::fs::write(path, format!("{text}\n"))
+            .with_context(|| format!("cannot write statistics {}", path.display()))?;
+    }
+    Ok(())
+}
+
+pub fn ended_text(e: Ended) -> &'static str {
     match e {
         Ended::Signal(_) => "unmounted",
         Ended::Unmounted => "unmounted externally",
@@ -456,9 +417,9 @@ fn prefetch_mount(args: PrefetchArgs) -> Result<()> {
         .as_deref()
         .map(|p| load_model(p, kind))
         .transpose()?;
-    let store = store_config(&args)?;
-    if args.concurrency == 0 || args.workers == 0 || args.cache_mib == 0 {
-        bail!("--concurrency, --workers and --cache-mib must be at least 1");
+    let store = args.store.config()?;
+    if args.workers == 0 || args.cache_mib == 0 {
+        bail!("--workers and --cache-mib must be at least 1");
     }
     let Some(budget) = args.cache_mib.checked_mul(1 << 20) else {
         bail!("--cache-mib {} is too large", args.cache_mib);
@@ -469,10 +430,10 @@ fn prefetch_mount(args: PrefetchArgs) -> Result<()> {
         policy: kind,
         model,
         direct_io: args.direct_io,
-        store: StoreConfig {
-            concurrency: args.concurrency,
-            ..store.clone().unwrap_or_else(StoreConfig::instant)
-        },
+        store: store.clone().unwrap_or_else(|| StoreConfig {
+            concurrency: args.store.concurrency,
+            ..StoreConfig::instant()
+        }),
         engine: EngineConfig {
             workers: args.workers,
             budget,
@@ -485,36 +446,16 @@ fn prefetch_mount(args: PrefetchArgs) -> Result<()> {
             .map(|p| (p.clone(), "--stats-json", "statistics"))
             .collect(),
     };
-    let store = store.map(|s| StoreConfig {
-        concurrency: args.concurrency,
-        ..s
-    });
     let mode = if args.direct_io {
         "direct I/O"
     } else {
         "cached mode: kernel page cache and readahead in front"
     };
     let what = format!("policy {kind}, {mode}, {}", describe_store(store.as_ref()));
-    let pid = std::process::id();
-    let mut notify = |msg: &str| {
-        if msg.starts_with("mounted") {
-            eprintln!(
-                "patio: prefetching {} {msg} ({what}); stop with Ctrl-C, `kill {pid}` or \
-                 `fusermount3 -u {}`",
-                req.source.display(),
-                req.mountpoint.display()
-            );
-        } else {
-            eprintln!("patio: {msg}");
-        }
-    };
+    let mut notify = notifier("prefetching", &req.source, &req.mountpoint, &what);
     let summary = prefetch::run(&req, &mut notify)?;
     let json = MountStatsJson::new(&args, store.as_ref(), &summary);
-    if let Some(path) = &args.stats_json {
-        let text = serde_json::to_string_pretty(&json)?;
-        std::fs::write(path, format!("{text}\n"))
-            .with_context(|| format!("cannot write statistics {}", path.display()))?;
-    }
+    write_stats(args.stats_json.as_deref(), &json)?;
     eprint!("{}", render(&json, &what, &req.mountpoint));
     Ok(())
 }

@@ -16,6 +16,10 @@
 //! * [`container`] — the container mount: files are patio containers in a backend
 //!   directory, one writer (data and index log) per file and writing process, reads
 //!   through a cached reader of the merged index: `patio mount container`.
+//! * [`segcache`] — the segment-grouping cache: reads through memory, then a store
+//!   of fixed-size segments on local disk, then the source behind the storage model;
+//!   policies `none`, `lru` and `group` (successor graph, related items stored
+//!   together in one segment): `patio mount cache`.
 //! * [`session`] — the mount lifecycle shared by every mount: checks of the source
 //!   directory and the mount point, mounting, waiting for SIGINT/SIGTERM/SIGHUP or an
 //!   external `fusermount3 -u`, and unmounting (lazily, on a second signal, when the
@@ -30,6 +34,7 @@ use std::path::{Path, PathBuf};
 pub mod container;
 pub mod passthrough;
 pub mod prefetch;
+pub mod segcache;
 pub mod session;
 pub mod tracing;
 

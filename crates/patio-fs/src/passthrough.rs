@@ -104,8 +104,9 @@ pub enum DataChange {
 /// Serves the reads of one open file handle in place of `pread` on the real file.
 pub trait FileReader: Send + Sync {
     /// Fills `buf` with the bytes at `offset` of `file` (the real file, opened with the
-    /// application's flags); fewer only at the end of the file.
-    fn read_at(&self, file: &File, offset: u64, buf: &mut [u8]) -> io::Result<usize>;
+    /// application's flags); fewer only at the end of the file. `pid` is the caller's
+    /// (thread) id, from the FUSE request.
+    fn read_at(&self, file: &File, offset: u64, buf: &mut [u8], pid: u32) -> io::Result<usize>;
 }
 
 /// Sees every read and write the mount served, and may serve reads itself. Called on
@@ -123,6 +124,11 @@ pub trait Observer: Send + Sync + 'static {
     ) -> Option<Box<dyn FileReader>> {
         None
     }
+
+    /// The bytes of file `id` are about to change through the mount (a write, a
+    /// truncation, an `fallocate`): called before the change, so that an observer can
+    /// tell changes made outside the mount before it from the change itself.
+    fn changing(&self, _id: FileId) {}
 
     /// The bytes of file `id` changed through the mount (reported after the change).
     fn changed(&self, _id: FileId, _change: DataChange) {}
@@ -586,6 +592,13 @@ impl<O: Observer> PassthroughFs<O> {
             }
         }
         if let Some(size) = size {
+            let before = match &handle {
+                Some(h) => Some(h.id),
+                None => fs::symlink_metadata(full()?).ok().map(|m| FileId::of(&m)),
+            };
+            if let Some(id) = before {
+                self.observer.changing(id);
+            }
             match &handle {
                 Some(h) => sys(h.file.set_len(size))?,
                 None => {
@@ -930,7 +943,7 @@ impl<O: Observer> Filesystem for PassthroughFs<O> {
         let mut buf = vec![0u8; size as usize];
         let mut done = 0;
         if let Some(reader) = &h.reader {
-            match reader.read_at(&h.file, offset, &mut buf) {
+            match reader.read_at(&h.file, offset, &mut buf, req.pid()) {
                 Ok(n) => done = n.min(buf.len()),
                 Err(e) => return reply.error(errno(&e)),
             }
@@ -967,6 +980,7 @@ impl<O: Observer> Filesystem for PassthroughFs<O> {
         let t0 = Instant::now();
         let mut done = 0;
         let mut failed = None;
+        self.observer.changing(h.id);
         while done < data.len() {
             match h.file.write_at(&data[done..], offset + done as u64) {
                 Ok(0) => break,
@@ -1192,6 +1206,9 @@ impl<O: Observer> Filesystem for PassthroughFs<O> {
         reply: ReplyEmpty,
     ) {
         let r = self.handle(fh).and_then(|h| {
+            if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
+                self.observer.changing(h.id);
+            }
             // SAFETY: the descriptor is open for the duration of the call.
             check(unsafe {
                 libc::fallocate(

@@ -236,7 +236,7 @@ struct Reader {
 }
 
 impl FileReader for Reader {
-    fn read_at(&self, file: &File, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+    fn read_at(&self, file: &File, offset: u64, buf: &mut [u8], _pid: u32) -> io::Result<usize> {
         // The real size, whoever changed it (a write through another handle, a
         // truncation): reads stop there.
         let size = file.metadata()?.len();
@@ -487,7 +487,7 @@ mod tests {
                             (at[h] + 3 * 4096) % (model.len() as u64 + 4096)
                         };
                         let mut buf = vec![0u8; len as usize];
-                        let n = readers[h].read_at(&files[h], at[h], &mut buf).unwrap();
+                        let n = readers[h].read_at(&files[h], at[h], &mut buf, 1).unwrap();
                         let lo = (at[h] as usize).min(model.len());
                         let hi = (at[h] as usize + len as usize).min(model.len());
                         assert_eq!(&buf[..n], &model[lo..hi], "{policy} step {step}");

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 /// Alignment of `O_DIRECT` offsets, lengths and buffers (covers 512-byte and 4 KiB
 /// logical blocks).
-const DIRECT_ALIGN: usize = 4096;
+pub const DIRECT_ALIGN: usize = 4096;
 
 /// Parameters of the slow-store model.
 #[derive(Clone, Debug)]
@@ -490,7 +490,7 @@ fn read_direct(file: &File, offset: u64, len: u64) -> io::Result<Vec<u8>> {
 }
 
 /// `pread` until `buf` is full or the file ends; returns the bytes read.
-fn read_full(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+pub fn read_full(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         match file.read_at(&mut buf[done..], offset + done as u64) {
@@ -503,14 +503,16 @@ fn read_full(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     Ok(done)
 }
 
-/// A zeroed heap buffer aligned for `O_DIRECT`.
-struct AlignedBuf {
+/// A zeroed heap buffer aligned for `O_DIRECT` (at least [`DIRECT_ALIGN`] bytes).
+pub struct AlignedBuf {
     ptr: std::ptr::NonNull<u8>,
     layout: std::alloc::Layout,
 }
 
 impl AlignedBuf {
-    fn new(len: usize) -> Self {
+    /// A zeroed buffer of `len` bytes (at least [`DIRECT_ALIGN`]), aligned to
+    /// [`DIRECT_ALIGN`].
+    pub fn new(len: usize) -> Self {
         let layout = std::alloc::Layout::from_size_align(len.max(DIRECT_ALIGN), DIRECT_ALIGN)
             .expect("valid layout");
         // SAFETY: the layout has a non-zero size.
@@ -520,9 +522,14 @@ impl AlignedBuf {
         AlignedBuf { ptr, layout }
     }
 
-    fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: `ptr` owns `layout.size()` initialised bytes.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` owns `layout.size()` initialised bytes.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
     }
 }
 

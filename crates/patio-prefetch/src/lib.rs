@@ -33,7 +33,7 @@ pub mod striped;
 pub mod window;
 pub mod workloads;
 
-pub use backend::{DataFile, IoMode, SlowStore, StoreConfig};
+pub use backend::{AlignedBuf, DataFile, IoMode, SlowStore, StoreConfig, DIRECT_ALIGN};
 pub use engine::{Engine, EngineConfig, FileHandle, Stats, StreamReader};
 pub use markov::Markov;
 pub use policy::{Hint, Policy, PolicyKind};

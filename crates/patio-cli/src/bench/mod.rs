@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
+mod cache;
 mod compress;
 mod container;
 mod detect;
@@ -74,6 +75,10 @@ pub enum BenchCommand {
     /// Chombo-benchmark and cylinder hierarchies under the striped storage model
     /// (see `patio bench amr --help`).
     Amr(crate::python::Passthrough),
+    /// Segment-grouping cache: none vs lru vs group through real `patio mount cache`
+    /// mounts over the HDD-like storage model (zooming, tiled and IOR-like reads;
+    /// group hit rate, bandwidth, grouping I/O, segment-size sweep).
+    Cache(cache::Args),
     /// Pattern-aware reorganization with real MPI ranks over the striped storage model:
     /// original (independent and collective MPI-IO) vs the reorganized container (see
     /// `patio bench reorg --help`).
@@ -105,6 +110,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Traces(args) => traces::run(args),
         BenchCommand::Prefetch(args) => prefetch::run(args),
         BenchCommand::Container(args) => container::run(args),
+        BenchCommand::Cache(args) => cache::run(args),
         BenchCommand::Layout(args) => python_bench("bench-layout", &args),
         BenchCommand::Amr(args) => python_bench("bench-amr", &args),
         BenchCommand::Reorg(args) => python_bench("bench-reorg", &args),

@@ -1,0 +1,835 @@
+//! The two-tier cache behind `patio mount cache`: memory, then the segment store on
+//! local disk, then SOURCE (read through the storage model). Items are (file, aligned
+//! extent of `item` bytes).
+//!
+//! * `none`: every read goes to SOURCE.
+//! * `lru`: a plain block cache — items missed are read from SOURCE (consecutive ones
+//!   in one request), kept in memory (LRU under the memory budget) and written to an
+//!   item-sized slot of the store (LRU over slots); a memory miss that the store holds
+//!   reads that one slot.
+//! * `group`: the successor graph ([`super::graph`]) learns which item follows which;
+//!   groups (strongly connected components split to a segment, small ones packed) are
+//!   rebuilt when the graph changed, on a miss and in idle periods. A miss on a grouped
+//!   item reads its whole segment from the store if it is there (a *group hit*), else
+//!   reads every item of its group from SOURCE and writes them as one segment (the
+//!   grouping I/O); either way every item of the segment lands in memory — the
+//!   prefetch. Ungrouped items are cached in memory only.
+//!
+//! **Never stale.** Every read first compares the file's size, mtime, ctime and inode
+//! with what was recorded when its items were cached; a difference drops every item of
+//! the file. A write through the mount drops the items it overlaps (and the last one,
+//! if the file grows) before the write returns, and bumps the file's epoch: data read
+//! from SOURCE or the store before a change is not inserted after it. Every stored item
+//! carries a CRC32C, checked when its slot is read; a mismatch is a miss.
+//!
+//! **Budgets.** Items in memory never exceed the memory budget (reads copy out of
+//! shared item buffers); the slot file is `slots × slot size` ≤ the disk budget.
+//!
+//! **Faults of the cache itself** (the store cannot be read or written) switch the
+//! cache off for the rest of the mount: reads go to SOURCE, and the reason is kept.
+
+use super::graph::{Item, Popularity, SuccessorGraph};
+use super::stats::CacheStats;
+use super::store::{SegmentFile, SlotAllocator};
+use super::table::{Entry, FileRec};
+use patio_prefetch::DataFile;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Callers whose successor streams are followed at once (more: all start again).
+const MAX_STREAMS: usize = 4096;
+
+/// Caching policy of the mount.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    None,
+    Lru,
+    Group,
+}
+
+impl Policy {
+    pub fn parse(s: &str) -> Result<Policy, String> {
+        match s {
+            "none" => Ok(Policy::None),
+            "lru" => Ok(Policy::Lru),
+            "group" => Ok(Policy::Group),
+            _ => Err(format!("unknown cache policy {s:?} (none, lru, group)")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::None => "none",
+            Policy::Lru => "lru",
+            Policy::Group => "group",
+        }
+    }
+
+    /// The policy's code in the segment table.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+/// What the cache is asked to be.
+#[derive(Clone, Debug)]
+pub struct CacheConfig {
+    pub policy: Policy,
+    /// Memory budget of cached items, bytes.
+    pub memory: u64,
+    /// Disk budget of the segment store, bytes.
+    pub disk: u64,
+    /// Segment (slot) size of `group`, bytes; `lru` uses item-sized slots.
+    pub segment: u64,
+    /// Item size, bytes (a multiple of 4 KiB).
+    pub item: u64,
+    pub popularity: Popularity,
+    /// No requests for this long is an idle period (groups built, table saved).
+    pub idle: Duration,
+    /// Graph changes that trigger a rebuild of the groups on a miss.
+    pub build_after: u64,
+}
+
+impl CacheConfig {
+    /// Bytes of one slot of the store.
+    pub fn slot_size(&self) -> u64 {
+        match self.policy {
+            Policy::Group => self.segment,
+            _ => self.item,
+        }
+    }
+
+    /// Slots that fit the disk budget.
+    pub fn slots(&self) -> u64 {
+        self.disk / self.slot_size()
+    }
+
+    /// Why these budgets cannot work, if they cannot.
+    pub fn check(&self) -> Result<(), String> {
+        if self.item == 0 || !self.item.is_multiple_of(4096) {
+            return Err(format!(
+                "item size {} is not a positive multiple of 4 KiB",
+                self.item
+            ));
+        }
+        if self.policy == Policy::None {
+            return Ok(());
+        }
+        let slot = self.slot_size();
+        if !self.segment.is_multiple_of(self.item) || self.segment < self.item {
+            return Err(format!(
+                "segment size {} is not a multiple of the item size {}",
+                self.segment, self.item
+            ));
+        }
+        if self.disk < slot {
+            return Err(format!(
+                "disk budget {} bytes is smaller than one segment ({slot} bytes)",
+                self.disk
+            ));
+        }
+        if self.slots() > u32::MAX as u64 {
+            return Err("disk budget holds more than 2^32 segments".into());
+        }
+        if self.memory < slot {
+            return Err(format!(
+                "memory budget {} bytes is smaller than one segment ({slot} bytes)",
+                self.memory
+            ));
+        }
+        Ok(())
+    }
+}
+
+pub(crate) struct FileState {
+    pub rec: FileRec,
+    /// Bumped by every change; fills begun under an older epoch are not inserted.
+    pub epoch: u64,
+    /// The open source file (read through the storage model) while handles are open.
+    pub data: Option<Arc<DataFile>>,
+    pub stat_file: Option<File>,
+    pub open: usize,
+}
+
+struct MemEntry {
+    data: Arc<Vec<u8>>,
+    stamp: u64,
+    grouped: bool,
+}
+
+/// Everything under the cache's lock.
+pub(crate) struct State {
+    pub files: Vec<FileState>,
+    pub by_id: HashMap<(u64, u64), u32>,
+    mem: HashMap<Item, MemEntry>,
+    mem_order: BTreeMap<u64, Item>,
+    mem_bytes: u64,
+    clock: u64,
+    /// Item → the slot holding it and where; a slot's other entries are stale.
+    pub disk: HashMap<Item, (u32, Entry)>,
+    pub slot_items: HashMap<u32, Vec<Item>>,
+    pub alloc: SlotAllocator,
+    pub graph: SuccessorGraph,
+    plan: HashMap<Item, usize>,
+    groups: Vec<Vec<Item>>,
+    pub stats: CacheStats,
+    pub last_request: Instant,
+    /// The store changed since the table was last saved.
+    pub dirty: bool,
+    pub disabled: Option<String>,
+    /// The last item of each caller's successor stream.
+    pub prev: HashMap<u32, Item>,
+}
+
+pub(crate) fn stat_of(rel: &str, m: &Metadata) -> FileRec {
+    FileRec {
+        path: rel.to_string(),
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.len(),
+        mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+        ctime_ns: m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+    }
+}
+
+fn same_version(a: &FileRec, b: &FileRec) -> bool {
+    (a.dev, a.ino, a.size, a.mtime_ns, a.ctime_ns) == (b.dev, b.ino, b.size, b.mtime_ns, b.ctime_ns)
+}
+
+impl State {
+    pub fn new(cfg: &CacheConfig, slots: u32) -> Self {
+        State {
+            files: Vec::new(),
+            by_id: HashMap::new(),
+            mem: HashMap::new(),
+            mem_order: BTreeMap::new(),
+            mem_bytes: 0,
+            clock: 0,
+            disk: HashMap::new(),
+            slot_items: HashMap::new(),
+            alloc: SlotAllocator::new(slots),
+            graph: SuccessorGraph::new(cfg.popularity),
+            plan: HashMap::new(),
+            groups: Vec::new(),
+            stats: CacheStats::default(),
+            last_request: Instant::now(),
+            dirty: false,
+            disabled: None,
+            prev: HashMap::new(),
+        }
+    }
+
+    pub fn mem_bytes(&self) -> u64 {
+        self.mem_bytes
+    }
+
+    fn mem_get(&mut self, item: Item) -> Option<(Arc<Vec<u8>>, bool)> {
+        self.clock += 1;
+        let clock = self.clock;
+        let e = self.mem.get_mut(&item)?;
+        self.mem_order.remove(&e.stamp);
+        e.stamp = clock;
+        self.mem_order.insert(clock, item);
+        Some((e.data.clone(), e.grouped))
+    }
+
+    fn mem_remove(&mut self, item: Item) {
+        if let Some(e) = self.mem.remove(&item) {
+            self.mem_order.remove(&e.stamp);
+            self.mem_bytes -= e.data.len() as u64;
+        }
+    }
+
+    /// Inserts `item` unless its file changed since epoch `epoch`; evicts least
+    /// recently used items to stay within `budget`.
+    fn mem_put(&mut self, item: Item, data: Arc<Vec<u8>>, grouped: bool, epoch: u64, budget: u64) {
+        if self.files[item.file as usize].epoch != epoch || data.len() as u64 > budget {
+            return;
+        }
+        self.mem_remove(item);
+        while self.mem_bytes + data.len() as u64 > budget {
+            let (&stamp, &victim) = self.mem_order.iter().next().expect("over budget");
+            self.mem_order.remove(&stamp);
+            if let Some(e) = self.mem.remove(&victim) {
+                self.mem_bytes -= e.data.len() as u64;
+            }
+        }
+        self.clock += 1;
+        self.mem_bytes += data.len() as u64;
+        self.mem_order.insert(self.clock, item);
+        self.mem.insert(
+            item,
+            MemEntry {
+                data,
+                stamp: self.clock,
+                grouped,
+            },
+        );
+        self.stats.peak_memory_bytes = self.stats.peak_memory_bytes.max(self.mem_bytes);
+    }
+
+    /// Drops `item` from both tiers.
+    fn drop_item(&mut self, item: Item) -> bool {
+        let had = self.mem.contains_key(&item) || self.disk.contains_key(&item);
+        self.mem_remove(item);
+        if self.disk.remove(&item).is_some() {
+            self.dirty = true;
+        }
+        had
+    }
+
+    /// Drops the items of `file` with index ≥ `from` and ≤ `to`.
+    pub fn drop_range(&mut self, file: u32, from: u64, to: u64) {
+        let mut victims: Vec<Item> = if to - from < 4096 {
+            (from..=to).map(|index| Item { file, index }).collect()
+        } else {
+            self.mem
+                .keys()
+                .chain(self.disk.keys())
+                .filter(|i| i.file == file && i.index >= from && i.index <= to)
+                .copied()
+                .collect()
+        };
+        victims.sort();
+        victims.dedup();
+        for v in victims {
+            if self.drop_item(v) {
+                self.stats.invalidated_items += 1;
+            }
+        }
+        self.files[file as usize].epoch += 1;
+    }
+
+    /// The file changed as `now` says: if that is not the version recorded, every
+    /// item of the file goes. Returns whether it did.
+    pub fn revalidate(&mut self, file: u32, now: FileRec) -> bool {
+        let rec = &self.files[file as usize].rec;
+        if same_version(rec, &now) {
+            return false;
+        }
+        self.drop_range(file, 0, u64::MAX);
+        self.graph.forget_file(file);
+        self.files[file as usize].rec = now;
+        true
+    }
+
+    /// Planned groups not stored whole in one slot, at most `n`, whose items' files
+    /// are open.
+    pub fn unstored_groups(&self, n: usize) -> Vec<Vec<Item>> {
+        self.groups
+            .iter()
+            .filter(|g| {
+                let slot = self.disk.get(&g[0]).map(|(s, _)| *s);
+                slot.is_none() || g.iter().any(|i| self.disk.get(i).map(|(s, _)| *s) != slot)
+            })
+            .filter(|g| g.iter().all(|i| self.files[i.file as usize].data.is_some()))
+            .take(n)
+            .cloned()
+            .collect()
+    }
+
+    /// Rebuilds the groups from the graph.
+    pub fn rebuild(&mut self, per_segment: usize) {
+        if self.graph.take_changes() == 0 && !self.groups.is_empty() {
+            return;
+        }
+        let groups = self.graph.groups(per_segment);
+        self.plan.clear();
+        for (g, items) in groups.iter().enumerate() {
+            for i in items {
+                self.plan.insert(*i, g);
+            }
+        }
+        // A group whose items already share one slot, all valid there, is reused.
+        for items in &groups {
+            let slot = self.disk.get(&items[0]).map(|(s, _)| *s);
+            if let Some(slot) = slot {
+                if items
+                    .iter()
+                    .all(|i| self.disk.get(i).map(|(s, _)| *s) == Some(slot))
+                {
+                    self.stats.groups_reused += 1;
+                    continue;
+                }
+            }
+            self.stats.groups_built += 1;
+        }
+        self.stats.group_builds += 1;
+        self.groups = groups;
+    }
+}
+
+/// The bytes of consecutive items.
+type Items = Vec<Arc<Vec<u8>>>;
+
+/// Where an item's bytes came from.
+#[derive(Clone, Copy)]
+enum Tier {
+    Memory,
+    Segments,
+    Source,
+}
+
+/// How one item will be served, decided under the lock.
+enum Plan {
+    Memory(Arc<Vec<u8>>, bool),
+    Slot { slot: u32, entries: Vec<Entry> },
+    Group(Vec<Item>),
+    Source { last: u64 },
+}
+
+/// The cache: state under one lock, the slot file beside it.
+pub struct Cache {
+    pub(crate) cfg: CacheConfig,
+    pub(crate) state: Mutex<State>,
+    pub(crate) store: Option<SegmentFile>,
+    pub(crate) dir: Option<PathBuf>,
+    /// The cache directory's lock (`flock`), held while the cache is open.
+    pub(crate) _lock: Option<File>,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Cache {
+    fn per_segment(&self) -> usize {
+        (self.cfg.segment / self.cfg.item) as usize
+    }
+
+    /// Switches the cache off after a fault of its own; reads go to SOURCE from now.
+    pub(crate) fn fault(&self, what: &str, e: &io::Error) {
+        let mut st = lock(&self.state);
+        if st.disabled.is_none() {
+            let why = format!("{what}: {e}");
+            eprintln!("patio: cache switched off, reads go to SOURCE: {why}");
+            st.disabled = Some(why);
+        }
+        st.mem.clear();
+        st.mem_order.clear();
+        st.mem_bytes = 0;
+        st.disk.clear();
+        st.dirty = true;
+    }
+
+    fn delivered(&self, tier: Tier, n: u64) {
+        let mut st = lock(&self.state);
+        match tier {
+            Tier::Memory => st.stats.bytes_from_memory += n,
+            Tier::Segments => st.stats.bytes_from_segments += n,
+            Tier::Source => st.stats.bytes_from_source += n,
+        }
+    }
+
+    /// Serves `buf.len()` bytes of file `file` at `offset` (already revalidated,
+    /// `size` its current size) for caller `pid`. The items it touches continue that
+    /// caller's successor stream (across its files and handles).
+    pub(crate) fn read(
+        &self,
+        file: u32,
+        size: u64,
+        offset: u64,
+        buf: &mut [u8],
+        pid: u32,
+    ) -> io::Result<usize> {
+        let end = offset.saturating_add(buf.len() as u64).min(size);
+        if offset >= end {
+            return Ok(0);
+        }
+        let data = {
+            let mut st = lock(&self.state);
+            st.stats.reads += 1;
+            st.last_request = Instant::now();
+            let f = &st.files[file as usize];
+            let data = f
+                .data
+                .clone()
+                .ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
+            if self.cfg.policy == Policy::None || st.disabled.is_some() || self.store.is_none() {
+                drop(st);
+                let got = data.read(offset, end - offset)?;
+                buf[..got.len()].copy_from_slice(&got);
+                let mut st = lock(&self.state);
+                st.stats.source_requests += 1;
+                st.stats.source_bytes += got.len() as u64;
+                st.stats.bytes_from_source += got.len() as u64;
+                return Ok(got.len());
+            }
+            data
+        };
+        let b = self.cfg.item;
+        let mut index = offset / b;
+        let last = (end - 1) / b;
+        while index <= last {
+            let item = Item { file, index };
+            let (got, upto, tier) = self.item(item, last, size, &data)?;
+            let mut delivered = 0u64;
+            if got.is_empty() {
+                // The file ended before this item (truncated meanwhile).
+                return Ok(((index * b).max(offset) - offset) as usize);
+            }
+            for (k, bytes) in got.iter().enumerate() {
+                let at = (index + k as u64) * b;
+                let lo = offset.max(at);
+                let need = end.min(at + b);
+                let hi = need.min(at + bytes.len() as u64);
+                if hi > lo {
+                    buf[(lo - offset) as usize..(hi - offset) as usize]
+                        .copy_from_slice(&bytes[(lo - at) as usize..(hi - at) as usize]);
+                    delivered += hi - lo;
+                }
+                if hi < need {
+                    self.delivered(tier, delivered);
+                    // The file ended inside this item (truncated meanwhile).
+                    return Ok((hi.max(lo) - offset) as usize);
+                }
+            }
+            self.delivered(tier, delivered);
+            if self.cfg.policy == Policy::Group {
+                let mut st = lock(&self.state);
+                for k in index..=upto {
+                    let it = Item { file, index: k };
+                    let prev = st.prev.get(&pid).copied();
+                    st.graph.observe(prev, it);
+                    if st.prev.len() >= MAX_STREAMS && !st.prev.contains_key(&pid) {
+                        st.prev.clear();
+                    }
+                    st.prev.insert(pid, it);
+                }
+            }
+            index = upto + 1;
+        }
+        Ok((end - offset) as usize)
+    }
+
+    /// The bytes of `item` (and, for a run read from SOURCE, of the items after it up
+    /// to at most `last`): the items' data in order and the last index served.
+    fn item(
+        &self,
+        item: Item,
+        last: u64,
+        size: u64,
+        data: &Arc<DataFile>,
+    ) -> io::Result<(Items, u64, Tier)> {
+        let (plan, epoch) = self.plan(item, last);
+        let src = |r: io::Result<(Items, u64)>| r.map(|(v, l)| (v, l, Tier::Source));
+        match plan {
+            Plan::Memory(bytes, grouped) => {
+                let mut st = lock(&self.state);
+                st.stats.accesses += 1;
+                if grouped {
+                    st.stats.group_hits += 1;
+                } else {
+                    st.stats.plain_hits += 1;
+                }
+                Ok((vec![bytes], item.index, Tier::Memory))
+            }
+            Plan::Slot { slot, entries } => match self.read_slot(slot, &entries, item, epoch) {
+                Ok(Some(bytes)) => Ok((vec![bytes], item.index, Tier::Segments)),
+                Ok(None) => src(self.read_source(item, item.index, size, data, epoch)),
+                Err(e) => {
+                    self.fault("reading the segment store", &e);
+                    src(self.read_source(item, item.index, size, data, epoch))
+                }
+            },
+            Plan::Group(items) => {
+                let got = self.fill_group(Some((item, data.clone(), epoch)), &items);
+                match got {
+                    Ok(Some(bytes)) => Ok((vec![bytes], item.index, Tier::Source)),
+                    Ok(None) => src(self.read_source(item, item.index, size, data, epoch)),
+                    Err(e) => {
+                        self.fault("writing the segment store", &e);
+                        src(self.read_source(item, item.index, size, data, epoch))
+                    }
+                }
+            }
+            Plan::Source { last } => src(self.read_source(item, last, size, data, epoch)),
+        }
+    }
+
+    /// Decides under the lock how `item` is served; `last` bounds a SOURCE run.
+    fn plan(&self, item: Item, last: u64) -> (Plan, u64) {
+        let mut st = lock(&self.state);
+        let epoch = st.files[item.file as usize].epoch;
+        if let Some((bytes, grouped)) = st.mem_get(item) {
+            return (Plan::Memory(bytes, grouped), epoch);
+        }
+        if let Some(&(slot, _)) = st.disk.get(&item) {
+            let entries: Vec<Entry> = st
+                .slot_items
+                .get(&slot)
+                .into_iter()
+                .flatten()
+                .filter_map(|i| st.disk.get(i).filter(|(s, _)| *s == slot).map(|(_, e)| *e))
+                .collect();
+            st.alloc.touch(slot);
+            return (Plan::Slot { slot, entries }, epoch);
+        }
+        if self.cfg.policy == Policy::Group {
+            if !st.plan.contains_key(&item) && st.graph.pending_changes() >= self.cfg.build_after {
+                let per = self.per_segment();
+                st.rebuild(per);
+            }
+            if let Some(&g) = st.plan.get(&item) {
+                return (Plan::Group(st.groups[g].clone()), epoch);
+            }
+        }
+        let mut end = item.index;
+        while end < last {
+            let next = Item {
+                file: item.file,
+                index: end + 1,
+            };
+            if st.mem.contains_key(&next)
+                || st.disk.contains_key(&next)
+                || st.plan.contains_key(&next)
+            {
+                break;
+            }
+            end += 1;
+        }
+        (Plan::Source { last: end }, epoch)
+    }
+
+    /// Items `item.index..=last` of one file read from SOURCE in one request, put in
+    /// memory (and, for `lru`, in the store).
+    fn read_source(
+        &self,
+        item: Item,
+        last: u64,
+        size: u64,
+        data: &Arc<DataFile>,
+        epoch: u64,
+    ) -> io::Result<(Items, u64)> {
+        let b = self.cfg.item;
+        let start = item.index * b;
+        let want = ((last + 1) * b).min(size).saturating_sub(start);
+        let got = data.read(start, want)?;
+        let items: Vec<Arc<Vec<u8>>> = got
+            .chunks(b as usize)
+            .map(|c| Arc::new(c.to_vec()))
+            .collect();
+        let mut st = lock(&self.state);
+        st.stats.source_requests += 1;
+        st.stats.source_bytes += got.len() as u64;
+        st.stats.accesses += items.len().max(1) as u64;
+        st.stats.misses += items.len().max(1) as u64;
+        let disabled = st.disabled.is_some();
+        for (k, bytes) in items.iter().enumerate() {
+            let it = Item {
+                file: item.file,
+                index: item.index + k as u64,
+            };
+            st.mem_put(it, bytes.clone(), false, epoch, self.cfg.memory);
+        }
+        drop(st);
+        if self.cfg.policy == Policy::Lru && !disabled {
+            for (k, bytes) in items.iter().enumerate() {
+                let it = Item {
+                    file: item.file,
+                    index: item.index + k as u64,
+                };
+                if let Err(e) = self.write_slot(&[(it, bytes.clone(), epoch)], false) {
+                    self.fault("writing the segment store", &e);
+                    break;
+                }
+            }
+        }
+        let served = item.index + items.len().max(1) as u64 - 1;
+        Ok((items, served.min(last)))
+    }
+
+    /// Reads `slot` and puts its valid items in memory; the bytes of `want`, or
+    /// `None` if its checksum (or the epoch of its file) no longer matches.
+    fn read_slot(
+        &self,
+        slot: u32,
+        entries: &[Entry],
+        want: Item,
+        epoch: u64,
+    ) -> io::Result<Option<Arc<Vec<u8>>>> {
+        let store = self.store.as_ref().expect("a store");
+        let len = entries
+            .iter()
+            .map(|e| e.offset as usize + e.len as usize)
+            .max()
+            .unwrap_or(0);
+        let bytes = store.read(slot, len)?;
+        let mut st = lock(&self.state);
+        st.stats.segment_reads += 1;
+        st.stats.segment_read_bytes += len as u64;
+        let grouped = self.cfg.policy == Policy::Group;
+        let mut out = None;
+        for e in entries {
+            let body = &bytes[e.offset as usize..(e.offset + e.len) as usize];
+            if patio_core::codec::crc32c(body) != e.crc {
+                st.stats.checksum_misses += 1;
+                if st.disk.get(&e.item).map(|(s, _)| *s) == Some(slot) {
+                    st.disk.remove(&e.item);
+                    st.dirty = true;
+                }
+                continue;
+            }
+            let data = Arc::new(body.to_vec());
+            let fe = st.files[e.item.file as usize].epoch;
+            let e_epoch = if e.item.file == want.file { epoch } else { fe };
+            if e.item == want {
+                out = Some(data.clone());
+            }
+            st.mem_put(e.item, data, grouped, e_epoch, self.cfg.memory);
+        }
+        if out.is_some() {
+            st.stats.accesses += 1;
+            st.stats.group_hits += grouped as u64;
+            st.stats.plain_hits += !grouped as u64;
+        }
+        Ok(out)
+    }
+
+    /// Reads every item of `group` whose file is open and that memory does not hold
+    /// from SOURCE (contiguous ones in one request, in file order), writes the group
+    /// as one segment in group order and puts it in memory; the bytes of the item
+    /// wanted (with its file and that file's epoch), if a read missed it.
+    pub(crate) fn fill_group(
+        &self,
+        want: Option<(Item, Arc<DataFile>, u64)>,
+        group: &[Item],
+    ) -> io::Result<Option<Arc<Vec<u8>>>> {
+        let b = self.cfg.item;
+        let mut sources: HashMap<u32, (Arc<DataFile>, u64)> = HashMap::new();
+        let mut got: HashMap<Item, Arc<Vec<u8>>> = HashMap::new();
+        {
+            let mut st = lock(&self.state);
+            for i in group {
+                let f = &st.files[i.file as usize];
+                if let Some(d) = f.data.clone() {
+                    sources.insert(i.file, (d, f.epoch));
+                }
+            }
+            if let Some((item, data, epoch)) = &want {
+                sources.insert(item.file, (data.clone(), *epoch));
+            }
+            for i in group {
+                if let Some((d, _)) = st.mem_get(*i) {
+                    got.insert(*i, d);
+                }
+            }
+        }
+        let mut sorted: Vec<Item> = group
+            .iter()
+            .filter(|i| sources.contains_key(&i.file) && !got.contains_key(i))
+            .copied()
+            .collect();
+        sorted.sort();
+        let (mut requests, mut read) = (0u64, 0u64);
+        let mut k = 0;
+        while k < sorted.len() {
+            let mut e = k;
+            while e + 1 < sorted.len()
+                && sorted[e + 1].file == sorted[k].file
+                && sorted[e + 1].index == sorted[e].index + 1
+            {
+                e += 1;
+            }
+            let data = &sources[&sorted[k].file].0;
+            let bytes = data.read(sorted[k].index * b, (e - k + 1) as u64 * b)?;
+            requests += 1;
+            read += bytes.len() as u64;
+            for (n, c) in bytes.chunks(b as usize).enumerate() {
+                got.insert(sorted[k + n], Arc::new(c.to_vec()));
+            }
+            k = e + 1;
+        }
+        let items: Vec<(Item, Arc<Vec<u8>>, u64)> = group
+            .iter()
+            .filter_map(|i| got.get(i).map(|d| (*i, d.clone(), sources[&i.file].1)))
+            .filter(|(_, d, _)| !d.is_empty())
+            .collect();
+        let wanted = want.as_ref().and_then(|(i, _, _)| got.get(i).cloned());
+        {
+            let mut st = lock(&self.state);
+            st.stats.source_requests += requests;
+            st.stats.source_bytes += read;
+            let demand = wanted.as_ref().map_or(0, |d| d.len() as u64);
+            st.stats.grouping_io_bytes += read.saturating_sub(demand);
+            if want.is_some() {
+                st.stats.accesses += 1;
+                st.stats.misses += 1;
+            }
+            for (i, d, ep) in &items {
+                st.mem_put(*i, d.clone(), true, *ep, self.cfg.memory);
+            }
+        }
+        self.write_slot(&items, true)?;
+        Ok(wanted)
+    }
+
+    /// Writes `items` into a fresh slot (evicting the least recently used one when
+    /// the store is full) and records them, unless their files changed meanwhile.
+    fn write_slot(&self, items: &[(Item, Arc<Vec<u8>>, u64)], grouping: bool) -> io::Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let store = self.store.as_ref().expect("a store");
+        let mut buf = Vec::new();
+        let mut entries = Vec::with_capacity(items.len());
+        for (i, d, ep) in items {
+            let offset = buf.len().div_ceil(4096) * 4096;
+            if (offset + d.len()) as u64 > store.slot_size() {
+                break;
+            }
+            buf.resize(offset, 0);
+            buf.extend_from_slice(d);
+            let e = Entry {
+                item: *i,
+                offset: offset as u32,
+                len: d.len() as u32,
+                crc: patio_core::codec::crc32c(d),
+            };
+            entries.push((e, *ep));
+        }
+        let slot = {
+            let mut st = lock(&self.state);
+            let (slot, evicted) = st.alloc.alloc();
+            if let Some(old) = evicted {
+                st.stats.evicted_segments += 1;
+                for i in st.slot_items.remove(&old).unwrap_or_default() {
+                    if st.disk.get(&i).map(|(s, _)| *s) == Some(old) {
+                        st.disk.remove(&i);
+                    }
+                }
+            }
+            // Claimed but empty until written: nothing points at it yet.
+            st.slot_items.insert(slot, Vec::new());
+            slot
+        };
+        let written = store.write(slot, &buf);
+        let mut st = lock(&self.state);
+        if let Err(e) = written {
+            st.alloc.release(slot);
+            st.slot_items.remove(&slot);
+            return Err(e);
+        }
+        st.stats.segment_writes += 1;
+        st.stats.segment_write_bytes += buf.len() as u64;
+        if grouping {
+            st.stats.grouping_io_bytes += buf.len() as u64;
+        }
+        let mut kept = Vec::new();
+        for (e, ep) in entries {
+            if st.files[e.item.file as usize].epoch != ep {
+                continue;
+            }
+            st.disk.insert(e.item, (slot, e));
+            kept.push(e.item);
+        }
+        st.slot_items.insert(slot, kept);
+        st.dirty = true;
+        Ok(())
+    }
+}
