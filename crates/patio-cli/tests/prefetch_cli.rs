@@ -131,6 +131,27 @@ fn replay_reports_consistent_counters_for_every_policy() {
     );
     assert_eq!(u(&v, "requests"), 60);
     assert_eq!(u(&v, "streams"), 1);
+    // One CSV line per read, its outcomes adding up to the counters.
+    let csv = dir.path().join("reads.csv");
+    let v = json(
+        patio()
+            .arg("replay")
+            .arg(&trace)
+            .arg("--data")
+            .arg(&data)
+            .args(["--policy", "pattern", "--reads-csv"])
+            .arg(&csv)
+            .args(FAST),
+    );
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("index,stream,offset,len,outcome,io_us"));
+    let outcomes: Vec<&str> = lines.map(|l| l.split(',').nth(4).unwrap()).collect();
+    assert_eq!(outcomes.len() as u64, u(&v, "requests"));
+    for (name, key) in [("hit", "hits"), ("late", "late_hits"), ("miss", "misses")] {
+        let n = outcomes.iter().filter(|&&o| o == name).count() as u64;
+        assert_eq!(n, u(&v, key), "{name}");
+    }
     // The readable report names the counters.
     patio()
         .arg("replay")

@@ -12,9 +12,10 @@
 //!    structured pattern (strided, kd-strided, repeating deltas, composed phases) and
 //!    predicts a jump within the window, the window stops at the jump: the analyzer
 //!    knows where the contiguous data ends.
-//! 2. **Body after a read.** A read outside any window whose length class is
-//!    usually followed by contiguous data (an archive entry's header, then its data)
-//!    gets the expected body prefetched right after it, before the data read.
+//! 2. **Body after a jump.** A read that does not continue the previous one and whose
+//!    length class is usually followed by contiguous data (an archive entry's header,
+//!    then its data) gets the expected body prefetched right after it, before the data
+//!    read — also inside a run's span, whose earlier windows may be used up.
 //! 3. **Analyzer.** The analyzer's predictions, `depth` requests ahead, each with the
 //!    length learned to follow the previous one ([`crate::lengths::Lengths`]) instead
 //!    of the last request's. Inside an open window of unstructured data, predictions
@@ -115,7 +116,8 @@ impl Policy for Pattern {
 
     fn observe(&mut self, offset: u64, len: u64, depth: usize) -> Vec<Hint> {
         self.predictor.observe(offset, len);
-        self.lengths.observe(len, self.window.continues(offset));
+        let contiguous = self.window.continues(offset);
+        self.lengths.observe(len, contiguous);
         let window = self.window.observe(offset, len);
         let end = offset.saturating_add(len);
         let jump = self.structure(end);
@@ -131,7 +133,11 @@ impl Policy for Pattern {
                 hints.push(Hint::sure(start, stop - start, reads));
             }
         }
-        if !self.window.covers(end) {
+        // After a jump (a header reached from elsewhere), the data that usually follows
+        // reads of its length; after a contiguous read the window covers what follows.
+        // Issued even where an earlier window passed: its bytes may be gone (used or
+        // expired), and the engine fetches only what is not cached.
+        if !contiguous {
             if let Some(body) = self.lengths.body_after(len) {
                 hints.push(Hint::new(end, body, BODY_CONFIDENCE, 1));
             }
