@@ -12,6 +12,13 @@ fn patio() -> Command {
     Command::cargo_bin("patio").expect("binary built")
 }
 
+/// `patio replay TRACE --data DATA`, to which each test adds its options.
+fn replay(trace: &Path, data: &Path) -> Command {
+    let mut c = patio();
+    c.arg("replay").arg(trace).arg("--data").arg(data);
+    c
+}
+
 const FAST: [&str; 4] = ["--latency-ms", "0.1", "--bandwidth-mbps", "2000"];
 
 /// A trace with two read streams (2-D strided and contiguous) and a write stream,
@@ -72,11 +79,7 @@ fn replay_reports_consistent_counters_for_every_policy() {
     let (trace, data, reads) = fixture(dir.path());
     for policy in ["none", "readahead", "stride", "markov", "pattern", "oracle"] {
         let v = json(
-            patio()
-                .arg("replay")
-                .arg(&trace)
-                .arg("--data")
-                .arg(&data)
+            replay(&trace, &data)
                 .args(["--policy", policy, "--verify"])
                 .args(FAST),
         );
@@ -121,11 +124,7 @@ fn replay_reports_consistent_counters_for_every_policy() {
     }
     // One stream only.
     let v = json(
-        patio()
-            .arg("replay")
-            .arg(&trace)
-            .arg("--data")
-            .arg(&data)
+        replay(&trace, &data)
             .args(["--policy", "pattern", "--stream", "1"])
             .args(FAST),
     );
@@ -134,11 +133,7 @@ fn replay_reports_consistent_counters_for_every_policy() {
     // One CSV line per read, its outcomes adding up to the counters.
     let csv = dir.path().join("reads.csv");
     let v = json(
-        patio()
-            .arg("replay")
-            .arg(&trace)
-            .arg("--data")
-            .arg(&data)
+        replay(&trace, &data)
             .args(["--policy", "pattern", "--reads-csv"])
             .arg(&csv)
             .args(FAST),
@@ -153,11 +148,7 @@ fn replay_reports_consistent_counters_for_every_policy() {
         assert_eq!(n, u(&v, key), "{name}");
     }
     // The readable report names the counters.
-    patio()
-        .arg("replay")
-        .arg(&trace)
-        .arg("--data")
-        .arg(&data)
+    replay(&trace, &data)
         .args(["--policy", "stride"])
         .args(FAST)
         .assert()
@@ -172,22 +163,14 @@ fn models_are_saved_and_loaded() {
     for policy in ["markov", "pattern"] {
         let model = dir.path().join(format!("{policy}.model"));
         let first = json(
-            patio()
-                .arg("replay")
-                .arg(&trace)
-                .arg("--data")
-                .arg(&data)
+            replay(&trace, &data)
                 .args(["--policy", policy, "--save-model"])
                 .arg(&model)
                 .args(FAST),
         );
         assert!(model.exists());
         let second = json(
-            patio()
-                .arg("replay")
-                .arg(&trace)
-                .arg("--data")
-                .arg(&data)
+            replay(&trace, &data)
                 .args(["--policy", policy, "--model"])
                 .arg(&model)
                 .args(FAST),
@@ -200,20 +183,12 @@ fn models_are_saved_and_loaded() {
             );
         }
         // A model does not fit another policy or another number of streams.
-        patio()
-            .arg("replay")
-            .arg(&trace)
-            .arg("--data")
-            .arg(&data)
+        replay(&trace, &data)
             .args(["--policy", "stride", "--model"])
             .arg(&model)
             .assert()
             .code(2);
-        patio()
-            .arg("replay")
-            .arg(&trace)
-            .arg("--data")
-            .arg(&data)
+        replay(&trace, &data)
             .args(["--policy", policy, "--stream", "0", "--model"])
             .arg(&model)
             .assert()
@@ -236,12 +211,8 @@ fn replay_refuses_bad_input() {
     let dir = tempfile::tempdir().unwrap();
     let (trace, data, _) = fixture(dir.path());
     let replay = |trace: &Path, data: &Path, policy: &str| {
-        let mut c = patio();
-        c.arg("replay")
-            .arg(trace)
-            .arg("--data")
-            .arg(data)
-            .args(["--policy", policy]);
+        let mut c = replay(trace, data);
+        c.args(["--policy", policy]);
         c
     };
     one_line_error(
