@@ -20,6 +20,7 @@ Every read is verified against the data file (outside the timed regions).
     python bench/replay_traces.py --json          # one JSON object
     python bench/replay_traces.py --trace ior_hdf5_4ranks --reps 1
     python bench/replay_traces.py --max-streams 16   # at most 16 ranks' streams per log
+    python bench/replay_traces.py --policies readahead,pattern --latency-ms 5
 
 ``--max-streams N`` keeps the streams of the N lowest ranks (the replay is one request
 at a time, so the 192 ranks of io_test5 would take an hour per policy and repetition).
@@ -135,10 +136,11 @@ def run_trace(patio: str, trace: Path, work: Path, args: argparse.Namespace) -> 
     models = {k: work / f"{name}.{k}.model" for k in ("markov", "pattern")}
     # Training: a first replay of the same streams saves each learning policy's model.
     for kind, path in models.items():
-        replay(patio, csv, data, kind, args, ["--save-model", str(path)])
-    runs: dict[str, list[dict[str, Any]]] = {p: [] for p in POLICIES}
+        if f"{kind}+model" in args.policies:
+            replay(patio, csv, data, kind, args, ["--save-model", str(path)])
+    runs: dict[str, list[dict[str, Any]]] = {p: [] for p in args.policies}
     for rep in range(args.reps):
-        order = POLICIES if rep % 2 == 0 else POLICIES[::-1]
+        order = args.policies if rep % 2 == 0 else args.policies[::-1]
         for p in order:
             base = p.removesuffix("+model")
             extra = ["--model", str(models[base])] if p.endswith("+model") else []
@@ -204,9 +206,22 @@ def main() -> None:
     ap.add_argument(
         "--max-streams", type=int, default=None, help="replay the N lowest ranks' streams"
     )
+    ap.add_argument(
+        "--policies",
+        default=",".join(POLICIES),
+        help=f"comma-separated subset of {','.join(POLICIES)} (none is always run)",
+    )
     ap.add_argument("--patio", default=None, help="patio binary (default: target/release)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
+    wanted = {p.strip() for p in args.policies.split(",") if p.strip()}
+    unknown = wanted - set(POLICIES)
+    if unknown:
+        sys.exit(f"replay_traces: unknown policies {sorted(unknown)} (one of {POLICIES})")
+    # In the order tables list them; `none` is what every cut is measured against.
+    args.policies = [p for p in POLICIES if p in wanted or p == "none"]
+    if args.reps < 1:
+        sys.exit("replay_traces: --reps must be at least 1")
     patio = args.patio or patio_binary()
     args.data_dir.mkdir(parents=True, exist_ok=True)
     traces = sorted(args.traces.glob("*.darshan"))
@@ -234,6 +249,7 @@ def main() -> None:
         "bandwidth_mbps": args.bandwidth_mbps,
         "compute_ratio": args.compute_ratio,
         "reps": args.reps,
+        "policies": args.policies,
         "seconds": round(time.time() - started, 1),
     }
     if args.json:

@@ -244,6 +244,53 @@ def test_files_created_and_rewritten_through_the_mount(mount: Any) -> None:
     assert (m.src / "new.bin").read_bytes()[10 * 8192 : 10 * 8192 + 4096] == b"z" * 4096
 
 
+def mixed_reads(size: int) -> list[tuple[int, int]]:
+    """Strided reads, then archive-like entries (a 60 B header, then its data,
+    then a jump), then a sequential run: every part of the ``pattern`` policy acts."""
+    rng = random.Random(5)
+    reads = [(k * STRIDE, BLOCK) for k in range(16)]
+    for _ in range(12):
+        at = rng.randrange(size // 2, size - (64 << 10))
+        reads += [(at, 60), (at + 60, rng.randrange(2000, 30_000))]
+    reads += [(size // 4 + k * 8192, 8192) for k in range(24)]
+    return reads
+
+
+def test_mount_and_open_run_the_same_policy(mount: Any) -> None:
+    """``patio mount prefetch --direct-io`` and ``patio.open`` build a file's policy the
+    same way: the same reads over the same slow store give the same misses and
+    prefetched bytes (reads wait until every prefetch has landed, so timing plays no
+    part), and two policies differ."""
+    import patio
+
+    seen: dict[tuple[str, str], tuple[int, int, int]] = {}
+    for policy in ("pattern", "readahead"):
+        m = mount(policy, "--direct-io", *STORE)
+        data = source_file(m, seed=3)
+        reads = mixed_reads(len(data))
+        fd = os.open(m.mnt / "data.bin", os.O_RDONLY)
+        try:
+            for off, n in reads:
+                assert os.pread(fd, n, off) == data[off : off + n]
+                time.sleep(0.01)
+        finally:
+            os.close(fd)
+        s = m.stop()
+        consistent(s)
+        seen[policy, "mount"] = (s["requests"], s["misses"], s["cache_bytes"])
+        with patio.open(
+            m.src / "data.bin", prefetch=policy, latency_ms=1, bandwidth_mbps=1000
+        ) as f:
+            for off, n in reads:
+                assert f.pread(n, off) == data[off : off + n]
+                time.sleep(0.01)
+        s = f.stats()
+        seen[policy, "open"] = (s["reads"], s["misses"], s["cache_bytes"])
+    for policy in ("pattern", "readahead"):
+        assert seen[policy, "mount"] == seen[policy, "open"], (policy, seen)
+    assert seen["pattern", "open"] != seen["readahead", "open"], seen
+
+
 def test_markov_runs_from_a_model_trained_on_an_earlier_run(mount: Any, workdir: Path) -> None:
     m = mount("none")
     data = source_file(m, size=1 << 20)

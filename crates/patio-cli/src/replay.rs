@@ -85,6 +85,7 @@ impl StoreArgs {
                 ComputeArg::Spin => Compute::Spin,
             },
             verify,
+            record_reads: false,
         })
     }
 }
@@ -112,6 +113,10 @@ pub struct Args {
     /// Compare every read with the data file (outside the timed regions).
     #[arg(long)]
     verify: bool,
+    /// Write one CSV line per read (stream, offset, length, hit/late/miss, µs spent),
+    /// to compare which requests two policies serve differently.
+    #[arg(long)]
+    reads_csv: Option<PathBuf>,
     #[command(flatten)]
     store: StoreArgs,
     /// Print the report as JSON.
@@ -228,7 +233,10 @@ fn read_requests(args: &Args) -> Result<(Vec<Request>, usize)> {
 
 pub fn run(args: Args) -> Result<()> {
     let kind: PolicyKind = args.policy.parse().map_err(anyhow::Error::msg)?;
-    let config = args.store.config(args.verify)?;
+    let config = ReplayConfig {
+        record_reads: args.reads_csv.is_some(),
+        ..args.store.config(args.verify)?
+    };
     let meta = std::fs::metadata(&args.data)
         .with_context(|| format!("cannot open data file {}", args.data.display()))?;
     if !meta.is_file() {
@@ -265,12 +273,32 @@ pub fn run(args: Args) -> Result<()> {
         std::fs::write(path, replay::save_models(&report.models))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
+    if let Some(path) = &args.reads_csv {
+        std::fs::write(path, reads_csv(&report))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     let json = ReportJson::new(&report);
     if args.json {
         let text = serde_json::to_string_pretty(&json)?;
         return crate::bench::write_stdout(&format!("{text}\n"));
     }
     crate::bench::write_stdout(&render(&json, &config))
+}
+
+/// The per-read records of a replay as CSV.
+fn reads_csv(report: &Report) -> String {
+    let mut out = String::from("index,stream,offset,len,outcome,io_us\n");
+    for (i, r) in report.reads.iter().enumerate() {
+        out.push_str(&format!(
+            "{i},{},{},{},{},{:.1}\n",
+            r.request.stream,
+            r.request.offset,
+            r.request.len,
+            r.outcome.name(),
+            r.io_time.as_secs_f64() * 1e6
+        ));
+    }
+    out
 }
 
 fn render(j: &ReportJson, config: &ReplayConfig) -> String {

@@ -12,6 +12,13 @@ fn patio() -> Command {
     Command::cargo_bin("patio").expect("binary built")
 }
 
+/// `patio replay TRACE --data DATA`, to which each test adds its options.
+fn replay(trace: &Path, data: &Path) -> Command {
+    let mut c = patio();
+    c.arg("replay").arg(trace).arg("--data").arg(data);
+    c
+}
+
 const FAST: [&str; 4] = ["--latency-ms", "0.1", "--bandwidth-mbps", "2000"];
 
 /// A trace with two read streams (2-D strided and contiguous) and a write stream,
@@ -72,11 +79,7 @@ fn replay_reports_consistent_counters_for_every_policy() {
     let (trace, data, reads) = fixture(dir.path());
     for policy in ["none", "readahead", "stride", "markov", "pattern", "oracle"] {
         let v = json(
-            patio()
-                .arg("replay")
-                .arg(&trace)
-                .arg("--data")
-                .arg(&data)
+            replay(&trace, &data)
                 .args(["--policy", policy, "--verify"])
                 .args(FAST),
         );
@@ -121,22 +124,31 @@ fn replay_reports_consistent_counters_for_every_policy() {
     }
     // One stream only.
     let v = json(
-        patio()
-            .arg("replay")
-            .arg(&trace)
-            .arg("--data")
-            .arg(&data)
+        replay(&trace, &data)
             .args(["--policy", "pattern", "--stream", "1"])
             .args(FAST),
     );
     assert_eq!(u(&v, "requests"), 60);
     assert_eq!(u(&v, "streams"), 1);
+    // One CSV line per read, its outcomes adding up to the counters.
+    let csv = dir.path().join("reads.csv");
+    let v = json(
+        replay(&trace, &data)
+            .args(["--policy", "pattern", "--reads-csv"])
+            .arg(&csv)
+            .args(FAST),
+    );
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("index,stream,offset,len,outcome,io_us"));
+    let outcomes: Vec<&str> = lines.map(|l| l.split(',').nth(4).unwrap()).collect();
+    assert_eq!(outcomes.len() as u64, u(&v, "requests"));
+    for (name, key) in [("hit", "hits"), ("late", "late_hits"), ("miss", "misses")] {
+        let n = outcomes.iter().filter(|&&o| o == name).count() as u64;
+        assert_eq!(n, u(&v, key), "{name}");
+    }
     // The readable report names the counters.
-    patio()
-        .arg("replay")
-        .arg(&trace)
-        .arg("--data")
-        .arg(&data)
+    replay(&trace, &data)
         .args(["--policy", "stride"])
         .args(FAST)
         .assert()
@@ -151,22 +163,14 @@ fn models_are_saved_and_loaded() {
     for policy in ["markov", "pattern"] {
         let model = dir.path().join(format!("{policy}.model"));
         let first = json(
-            patio()
-                .arg("replay")
-                .arg(&trace)
-                .arg("--data")
-                .arg(&data)
+            replay(&trace, &data)
                 .args(["--policy", policy, "--save-model"])
                 .arg(&model)
                 .args(FAST),
         );
         assert!(model.exists());
         let second = json(
-            patio()
-                .arg("replay")
-                .arg(&trace)
-                .arg("--data")
-                .arg(&data)
+            replay(&trace, &data)
                 .args(["--policy", policy, "--model"])
                 .arg(&model)
                 .args(FAST),
@@ -179,20 +183,12 @@ fn models_are_saved_and_loaded() {
             );
         }
         // A model does not fit another policy or another number of streams.
-        patio()
-            .arg("replay")
-            .arg(&trace)
-            .arg("--data")
-            .arg(&data)
+        replay(&trace, &data)
             .args(["--policy", "stride", "--model"])
             .arg(&model)
             .assert()
             .code(2);
-        patio()
-            .arg("replay")
-            .arg(&trace)
-            .arg("--data")
-            .arg(&data)
+        replay(&trace, &data)
             .args(["--policy", policy, "--stream", "0", "--model"])
             .arg(&model)
             .assert()
@@ -215,12 +211,8 @@ fn replay_refuses_bad_input() {
     let dir = tempfile::tempdir().unwrap();
     let (trace, data, _) = fixture(dir.path());
     let replay = |trace: &Path, data: &Path, policy: &str| {
-        let mut c = patio();
-        c.arg("replay")
-            .arg(trace)
-            .arg("--data")
-            .arg(data)
-            .args(["--policy", policy]);
+        let mut c = replay(trace, data);
+        c.args(["--policy", policy]);
         c
     };
     one_line_error(

@@ -12,9 +12,11 @@
 //!    structured pattern (strided, kd-strided, repeating deltas, composed phases) and
 //!    predicts a jump within the window, the window stops at the jump: the analyzer
 //!    knows where the contiguous data ends.
-//! 2. **Body after a read.** A read outside any window whose length class is
-//!    usually followed by contiguous data (an archive entry's header, then its data)
-//!    gets the expected body prefetched right after it, before the data read.
+//! 2. **Body after a jump.** A read that does not continue the previous one and whose
+//!    length class is usually followed by longer contiguous data (an archive entry's
+//!    header, then its data) gets the expected body prefetched right after it, before
+//!    the data read — also inside a run's span, whose older windows may be used up,
+//!    but not inside the last window issued.
 //! 3. **Analyzer.** The analyzer's predictions, `depth` requests ahead, each with the
 //!    length learned to follow the previous one ([`crate::lengths::Lengths`]) instead
 //!    of the last request's. Inside an open window of unstructured data, predictions
@@ -115,7 +117,8 @@ impl Policy for Pattern {
 
     fn observe(&mut self, offset: u64, len: u64, depth: usize) -> Vec<Hint> {
         self.predictor.observe(offset, len);
-        self.lengths.observe(len, self.window.continues(offset));
+        let contiguous = self.window.continues(offset);
+        self.lengths.observe(len, contiguous);
         let window = self.window.observe(offset, len);
         let end = offset.saturating_add(len);
         let jump = self.structure(end);
@@ -131,8 +134,16 @@ impl Policy for Pattern {
                 hints.push(Hint::sure(start, stop - start, reads));
             }
         }
-        if !self.window.covers(end) {
-            if let Some(body) = self.lengths.body_after(len) {
+        // After a jump to a short read (a header reached from elsewhere), the longer
+        // data that usually follows reads of its length. Not after a contiguous read
+        // (the window covers what follows), not where the followers are no longer than
+        // the read (that is sequential reading, out of order as page-cache readahead
+        // through a mount delivers it: request-sized bodies would split the windows'
+        // large requests) and not inside the last window issued. Issued where an older
+        // window of the run passed: its bytes may be gone (used or expired), and the
+        // engine fetches only what is not cached.
+        if !contiguous && !self.window.in_last(end) {
+            if let Some(body) = self.lengths.body_after(len).filter(|&b| b > len) {
                 hints.push(Hint::new(end, body, BODY_CONFIDENCE, 1));
             }
         }
@@ -221,6 +232,23 @@ mod tests {
         for i in 0..500u64 {
             for h in p.observe(i * 64 * k, 64 * k, 16) {
                 assert!(h.len >= 128 * k, "read {i}: a request-sized hint {h:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn out_of_order_sequential_reads_get_no_bodies() {
+        // Page-cache readahead through a mount: large sequential requests, every
+        // fourth pair arriving swapped (a jump back, then one ahead).
+        let mut p = Pattern::new();
+        let k = 1u64 << 10;
+        let mut order: Vec<u64> = (0..400).collect();
+        for i in (8..396).step_by(4) {
+            order.swap(i, i + 1);
+        }
+        for (n, &i) in order.iter().enumerate() {
+            for h in p.observe(i * 128 * k, 128 * k, 8) {
+                assert!(h.confidence != BODY_CONFIDENCE, "read {n}: a body {h:?}");
             }
         }
     }

@@ -12,6 +12,9 @@
 //!   verification of every read against the file.
 //! * Each stream gets its own policy; all share one engine, so one cache budget and
 //!   one worker pool, as the streams of one process would.
+//! * **Per-read records** ([`ReplayConfig::record_reads`]): each read's outcome (hit,
+//!   late hit, miss) and the time the replayer spent in it, to see which requests one
+//!   policy misses or waits for that another serves (`patio replay --reads-csv`).
 
 use crate::backend::{DataFile, SlowStore, StoreConfig};
 use crate::engine::{Engine, EngineConfig, Stats};
@@ -56,6 +59,8 @@ pub struct ReplayConfig {
     pub compute: Compute,
     /// Compare every read with the file (outside the timed regions).
     pub verify: bool,
+    /// Keep one [`ReadRecord`] per request in the report.
+    pub record_reads: bool,
 }
 
 impl Default for ReplayConfig {
@@ -66,8 +71,38 @@ impl Default for ReplayConfig {
             compute_ratio: 1.0,
             compute: Compute::Sleep,
             verify: false,
+            record_reads: false,
         }
     }
+}
+
+/// How one read was served (the engine's classification, [`Stats`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every byte was ready in the cache.
+    Hit,
+    /// The read waited for a prefetch in flight (or took over a queued one).
+    Late,
+    /// Some byte came from the backend.
+    Miss,
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Hit => "hit",
+            Outcome::Late => "late",
+            Outcome::Miss => "miss",
+        }
+    }
+}
+
+/// One replayed read: its request, how it was served and the time spent in it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReadRecord {
+    pub request: Request,
+    pub outcome: Outcome,
+    pub io_time: Duration,
 }
 
 /// What a replay measured.
@@ -91,6 +126,8 @@ pub struct Report {
     pub models: Vec<Option<Vec<u8>>>,
     /// How the data file was read (`O_DIRECT` or the buffered fallback).
     pub io_mode: String,
+    /// One record per request, in replay order, when [`ReplayConfig::record_reads`].
+    pub reads: Vec<ReadRecord>,
 }
 
 impl Report {
@@ -208,6 +245,9 @@ pub fn replay(
     let max_len = requests.iter().map(|r| r.len).max().unwrap_or(0) as usize;
     let (mut buf, mut want) = (vec![0u8; max_len], vec![0u8; max_len]);
 
+    let mut reads = Vec::new();
+    // Each stream's misses and late hits after its previous read.
+    let mut seen = vec![(0u64, 0u64); streams];
     let start = Instant::now();
     let (mut io_time, mut excluded, mut compute_time) =
         (Duration::ZERO, Duration::ZERO, Duration::ZERO);
@@ -215,7 +255,26 @@ pub fn replay(
         let len = r.len as usize;
         let t = Instant::now();
         let got = readers[r.stream].read_at(r.offset, &mut buf[..len])?;
-        io_time += t.elapsed();
+        let spent = t.elapsed();
+        io_time += spent;
+        if config.record_reads {
+            let v = Instant::now();
+            let after = readers[r.stream].stats();
+            let before = std::mem::replace(&mut seen[r.stream], (after.misses, after.late_hits));
+            let outcome = if after.misses > before.0 {
+                Outcome::Miss
+            } else if after.late_hits > before.1 {
+                Outcome::Late
+            } else {
+                Outcome::Hit
+            };
+            reads.push(ReadRecord {
+                request: *r,
+                outcome,
+                io_time: spent,
+            });
+            excluded += v.elapsed();
+        }
         if let Some(f) = &reference {
             let v = Instant::now();
             f.read_exact_at(&mut want[..len], r.offset)?;
@@ -256,6 +315,7 @@ pub fn replay(
         max_stream_model_bytes: model_sizes.iter().copied().max().unwrap_or(0),
         models,
         io_mode,
+        reads,
     })
 }
 

@@ -97,6 +97,12 @@ impl Window {
         self.active && offset >= self.lo && offset < self.window_end()
     }
 
+    /// Whether `offset` lies in the last window issued (recent enough to be cached or
+    /// in flight, unlike the older windows of the run's span).
+    pub fn in_last(&self, offset: u64) -> bool {
+        self.active && offset >= self.start && offset < self.window_end()
+    }
+
     /// Where the window after the last one will end, while a run is followed.
     pub fn ahead(&self) -> Option<u64> {
         let next = (2 * self.size as u64).min(ReadaheadConfig::default().max);

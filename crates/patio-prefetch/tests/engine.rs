@@ -4,7 +4,7 @@
 //! suite fast; nothing here asserts a time.
 
 use patio_prefetch::markov::{Markov, DEFAULT_BLOCK};
-use patio_prefetch::replay::{self, Compute, ReplayConfig, Report, Request};
+use patio_prefetch::replay::{self, Compute, Outcome, ReplayConfig, Report, Request};
 use patio_prefetch::workloads::{self, Workload};
 use patio_prefetch::*;
 use std::path::{Path, PathBuf};
@@ -26,6 +26,7 @@ fn config() -> ReplayConfig {
         compute_ratio: 1.0,
         compute: Compute::Sleep,
         verify: true,
+        record_reads: false,
     }
 }
 
@@ -97,6 +98,30 @@ fn every_policy_reads_exact_bytes() {
                 assert_eq!(r.stats.prefetch_requests, 0);
                 assert_eq!(r.model_bytes, 0);
             }
+        }
+    }
+}
+
+#[test]
+fn per_read_records_add_up_to_the_counters() {
+    let (_dir, path, w) = with_data("strided-noisy", 150);
+    for kind in [PolicyKind::None, PolicyKind::Pattern, PolicyKind::Readahead] {
+        let plain = run(&path, &w, kind, &config());
+        assert!(plain.reads.is_empty());
+        let config = ReplayConfig {
+            record_reads: true,
+            ..config()
+        };
+        let r = run(&path, &w, kind, &config);
+        assert_eq!(r.reads.len() as u64, r.requests);
+        let count = |o: Outcome| r.reads.iter().filter(|x| x.outcome == o).count() as u64;
+        assert_eq!(count(Outcome::Hit), r.stats.hits, "{kind}");
+        assert_eq!(count(Outcome::Late), r.stats.late_hits, "{kind}");
+        assert_eq!(count(Outcome::Miss), r.stats.misses, "{kind}");
+        let spent: Duration = r.reads.iter().map(|x| x.io_time).sum();
+        assert_eq!(spent, r.io_time);
+        for (x, q) in r.reads.iter().zip(requests(&w)) {
+            assert_eq!(x.request, q);
         }
     }
 }
