@@ -149,15 +149,26 @@ impl Policy for Pattern {
         }
         // Within a window, the analyzer's predictions between this read and the end of
         // the window after the last one are left to the window: request-sized
-        // prefetches there would split its large backend requests. Predictions behind
-        // the read (back-fills) or past the windows stay.
+        // prefetches there would split its large backend requests. So are those that
+        // continue the data contiguously past it: when reads come faster than the
+        // store (the engine deepens on late hits), request-sized prefetches beyond the
+        // window would reserve its next range piece by piece, one backend request per
+        // read. Predictions behind the read (back-fills), and past the windows after a
+        // jump away from contiguous data, stay.
         let ahead = (!structured)
             .then(|| self.window.ahead().map(|hi| (end, hi)))
             .flatten();
+        let mut reach = ahead.map(|(_, hi)| hi);
         let mut prev = len;
         for (p, k) in self.predictor.predict(depth).into_iter().zip(1..) {
-            if ahead.is_some_and(|(lo, hi)| p.offset >= lo && p.offset < hi) {
-                continue;
+            if let (Some((lo, hi)), Some(r)) = (ahead, reach) {
+                if p.offset >= lo && (p.offset < hi || p.offset <= r) {
+                    reach = Some(r.max(p.offset.saturating_add(p.len)));
+                    continue;
+                }
+                if p.offset > r {
+                    reach = None;
+                }
             }
             let len = self.lengths.next_len(prev).unwrap_or(p.len);
             hints.push(Hint::new(p.offset, len, p.confidence, k));
@@ -233,6 +244,27 @@ mod tests {
             for h in p.observe(i * 64 * k, 64 * k, 16) {
                 assert!(h.len >= 128 * k, "read {i}: a request-sized hint {h:?}");
             }
+        }
+    }
+
+    #[test]
+    fn deep_sequential_reads_prefetch_in_windows_not_per_request() {
+        // Page-cache readahead through a mount, reads coming faster than the store:
+        // the engine asks for many predictions ahead; past the window they continue
+        // the same contiguous data and are left to the window too.
+        let mut p = Pattern::new();
+        let k = 1u64 << 10;
+        let mut off = 0;
+        let mut len = 128 * k;
+        for i in 0..1000u64 {
+            for h in p.observe(off, len, 64) {
+                assert!(
+                    h.len >= 512 * k || i < 4,
+                    "read {i}: a request-sized hint {h:?}"
+                );
+            }
+            off += len;
+            len = 256 * k;
         }
     }
 
