@@ -41,6 +41,9 @@ pub struct Pattern {
     predictor: Predictor,
     window: Window,
     lengths: Lengths,
+    /// The furthest end of a read so far (where reads arriving slightly out of order
+    /// have already been).
+    furthest: u64,
 }
 
 impl Pattern {
@@ -59,6 +62,7 @@ impl Pattern {
             predictor,
             window: Window::new(),
             lengths: Lengths::new(),
+            furthest: 0,
         }
     }
 
@@ -97,17 +101,48 @@ impl Default for Pattern {
     }
 }
 
+/// How far predictions may wander around the data they cover and still count as
+/// reading it contiguously: page-cache readahead through a mount delivers large
+/// sequential requests slightly out of order (two in flight, served by two threads),
+/// and the analyzer then follows a "pattern" of small jumps back and forth over
+/// contiguous data.
+const REORDER: u64 = 1 << 20;
+
 /// Where the contiguous data the predictions continue from `end` stops, if they jump
-/// away from it.
+/// away from it. Predictions up to the first one more than [`REORDER`] bytes behind
+/// `end` or past the data before it are taken as a set: the first hole in their union
+/// after `end` is the jump (unless only the last two predictions lie past it); without
+/// a hole, the far prediction is.
 fn predicted_jump(predictions: &[patio_core::online::Prediction], end: u64) -> Option<u64> {
-    let mut at = end;
+    let mut near = Vec::with_capacity(predictions.len());
+    let mut far = false;
+    let mut reach = end;
     for p in predictions {
-        if p.offset != at {
+        let hi = p.offset.saturating_add(p.len.max(1));
+        if p.offset.saturating_add(REORDER) < end || p.offset > reach.saturating_add(REORDER) {
+            far = true;
+            break;
+        }
+        reach = reach.max(hi);
+        near.push((p.offset, hi));
+    }
+    near.sort_unstable();
+    let mut at = end;
+    for (i, &(lo, hi)) in near.iter().enumerate() {
+        if hi <= at {
+            continue;
+        }
+        if lo > at {
+            // A hole with at most two predictions past it is where the lookahead
+            // cut a reordered pair, not a jump.
+            if near.len() - i <= 2 && !far {
+                return None;
+            }
             return Some(at);
         }
-        at = p.offset.saturating_add(p.len.max(1));
+        at = hi;
     }
-    None
+    far.then_some(at)
 }
 
 impl Policy for Pattern {
@@ -121,7 +156,19 @@ impl Policy for Pattern {
         self.lengths.observe(len, contiguous);
         let window = self.window.observe(offset, len);
         let end = offset.saturating_add(len);
-        let jump = self.structure(end);
+        // Data up to the furthest read, when it is near, has been read: a jump the
+        // predictions make over it is no jump.
+        let read_to = if self.furthest >= end && self.furthest - end <= REORDER {
+            self.furthest
+        } else {
+            end
+        };
+        self.furthest = if end.abs_diff(self.furthest) <= REORDER {
+            self.furthest.max(end)
+        } else {
+            end
+        };
+        let jump = self.structure(read_to);
         let structured = jump.is_some();
         let mut hints = Vec::new();
         if let Some(jump) = jump {
@@ -153,8 +200,9 @@ impl Policy for Pattern {
         // continue the data contiguously past it: when reads come faster than the
         // store (the engine deepens on late hits), request-sized prefetches beyond the
         // window would reserve its next range piece by piece, one backend request per
-        // read. Predictions behind the read (back-fills), and past the windows after a
-        // jump away from contiguous data, stay.
+        // read (predictions out of order by up to [`REORDER`] still continue it).
+        // Predictions behind the read (back-fills), and past the windows after a jump
+        // away from contiguous data, stay.
         let ahead = (!structured)
             .then(|| self.window.ahead().map(|hi| (end, hi)))
             .flatten();
@@ -162,7 +210,7 @@ impl Policy for Pattern {
         let mut prev = len;
         for (p, k) in self.predictor.predict(depth).into_iter().zip(1..) {
             if let (Some((lo, hi)), Some(r)) = (ahead, reach) {
-                if p.offset >= lo && (p.offset < hi || p.offset <= r) {
+                if p.offset >= lo && (p.offset < hi || p.offset <= r.saturating_add(REORDER)) {
                     reach = Some(r.max(p.offset.saturating_add(p.len)));
                     continue;
                 }
@@ -266,6 +314,34 @@ mod tests {
             off += len;
             len = 256 * k;
         }
+    }
+
+    #[test]
+    fn swapped_sequential_reads_still_prefetch_in_windows() {
+        // As above, with a pair of requests arriving swapped every third request: the
+        // analyzer follows the small jumps back and forth as a pattern, but the data
+        // they cover is contiguous, and the window keeps prefetching it in large pieces.
+        let mut p = Pattern::new();
+        let k = 1u64 << 10;
+        let mut order: Vec<u64> = (0..400).collect();
+        for i in (8..396).step_by(3) {
+            order.swap(i, i + 1);
+        }
+        // Request-sized hints for bytes no earlier hint covered (those the engine
+        // would fetch on their own; back-fills inside a window cost nothing).
+        let (mut small, mut issued) = (0, Vec::new());
+        for (n, &i) in order.iter().enumerate() {
+            let hints = p.observe(i * 256 * k, 256 * k, 64);
+            let before = bytes(&issued);
+            for h in &hints {
+                let steady = (16..390).contains(&n);
+                if steady && h.len < 512 * k && !covered(&before, h.offset, h.offset + h.len) {
+                    small += 1;
+                }
+            }
+            issued.extend(hints);
+        }
+        assert!(small <= 8, "{small} request-sized hints");
     }
 
     #[test]
