@@ -20,8 +20,10 @@
 //! 3. **Analyzer.** The analyzer's predictions, `depth` requests ahead, each with the
 //!    length learned to follow the previous one ([`crate::lengths::Lengths`]) instead
 //!    of the last request's. Inside an open window of unstructured data, predictions
-//!    between the read and the end of the window after the last one are left to the
-//!    window (request-sized prefetches there would split its large requests).
+//!    between the read and the end of the window after the last one, and those that
+//!    continue that data contiguously past it, are left to the window (request-sized
+//!    prefetches there would split its large requests). Predictions slightly out of
+//!    order over contiguous data (page-cache readahead through a mount) are not a jump.
 //!
 //! On a stream the analyzer follows as strided, kd-strided or phased data nothing
 //! reads sequentially, so no window opens and the hints are the analyzer's alone.
