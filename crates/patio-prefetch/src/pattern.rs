@@ -43,9 +43,6 @@ pub struct Pattern {
     predictor: Predictor,
     window: Window,
     lengths: Lengths,
-    /// The furthest end of a read so far (where reads arriving slightly out of order
-    /// have already been).
-    furthest: u64,
 }
 
 impl Pattern {
@@ -64,7 +61,6 @@ impl Pattern {
             predictor,
             window: Window::new(),
             lengths: Lengths::new(),
-            furthest: 0,
         }
     }
 
@@ -155,20 +151,16 @@ impl Policy for Pattern {
     fn observe(&mut self, offset: u64, len: u64, depth: usize) -> Vec<Hint> {
         self.predictor.observe(offset, len);
         let contiguous = self.window.continues(offset);
+        let previous_end = self.window.previous_end();
         self.lengths.observe(len, contiguous);
         let window = self.window.observe(offset, len);
         let end = offset.saturating_add(len);
-        // Data up to the furthest read, when it is near, has been read: a jump the
+        // A back-fill just behind the previous read (two requests arriving swapped):
+        // the data up to the previous read's end has been read, and a jump the
         // predictions make over it is no jump.
-        let read_to = if self.furthest >= end && self.furthest - end <= REORDER {
-            self.furthest
-        } else {
-            end
-        };
-        self.furthest = if end.abs_diff(self.furthest) <= REORDER {
-            self.furthest.max(end)
-        } else {
-            end
+        let read_to = match previous_end {
+            Some(p) if p > end && p - end <= REORDER => p,
+            _ => end,
         };
         let jump = self.structure(read_to);
         let structured = jump.is_some();

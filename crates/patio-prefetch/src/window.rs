@@ -71,6 +71,11 @@ impl Window {
         self.start.saturating_add(self.size as u64)
     }
 
+    /// Where the previous read ended (none before the first).
+    pub fn previous_end(&self) -> Option<u64> {
+        (self.prev_end != u64::MAX).then_some(self.prev_end)
+    }
+
     /// Whether the previous read ended at `offset` (or, before any read, `offset` is
     /// 0).
     pub fn continues(&self, offset: u64) -> bool {
