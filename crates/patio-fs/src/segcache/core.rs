@@ -7,13 +7,18 @@
 //!   in one request), kept in memory (LRU under the memory budget) and written to an
 //!   item-sized slot of the store (LRU over slots); a memory miss that the store holds
 //!   reads that one slot.
-//! * `group`: the successor graph ([`super::graph`]) learns which item follows which;
-//!   groups (strongly connected components split to a segment, small ones packed) are
-//!   rebuilt when the graph changed, on a miss and in idle periods. A miss on a grouped
-//!   item reads its whole segment from the store if it is there (a *group hit*), else
-//!   reads every item of its group from SOURCE and writes them as one segment (the
-//!   grouping I/O); either way every item of the segment lands in memory — the
-//!   prefetch. Ungrouped items are cached in memory only.
+//! * `group`: a block cache like `lru` with groups as prefetch units on top. Items
+//!   missed are kept in memory (the same LRU) and appended to the open *plain* slot
+//!   of the store (slots, plain or group, are replaced least recently used first, the
+//!   memory and disk budgets are the ones `lru` gets); a hit on a plain slot reads
+//!   that one item. The successor graph ([`super::graph`]) learns which item follows
+//!   which; groups (strongly connected components split to a segment, small ones
+//!   packed) are rebuilt when the graph changed, on a miss and in idle periods. A
+//!   miss on a grouped item reads its whole segment from the store if it is there (a
+//!   *group hit*), else builds the segment — members held in memory or in other
+//!   slots are reused (moved locally), only the rest is read from SOURCE — and writes
+//!   it (the grouping I/O); either way every item of the segment lands in memory, the
+//!   prefetch. A group already stored whole in one slot is not written again.
 //!
 //! **Never stale.** Every read first compares the file's size, mtime, ctime and inode
 //! with what was recorded when its items were cached; a difference drops every item of
@@ -33,7 +38,7 @@ use super::stats::CacheStats;
 use super::store::{SegmentFile, SlotAllocator};
 use super::table::{Entry, FileRec};
 use patio_prefetch::DataFile;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -184,6 +189,13 @@ pub(crate) struct State {
     pub disabled: Option<String>,
     /// The last item of each caller's successor stream.
     pub prev: HashMap<u32, Item>,
+    /// Slots holding items appended one run at a time (not a group's segment).
+    pub plain_slots: HashSet<u32>,
+    /// The plain slot being appended to and its first free byte.
+    open_plain: Option<(u32, u64)>,
+    /// Bumped every time a slot is handed out: a write that finds its slot's number
+    /// changed lost the slot meanwhile and records nothing.
+    slot_uses: HashMap<u32, u64>,
 }
 
 pub(crate) fn stat_of(rel: &str, m: &Metadata) -> FileRec {
@@ -221,6 +233,9 @@ impl State {
             dirty: false,
             disabled: None,
             prev: HashMap::new(),
+            plain_slots: HashSet::new(),
+            open_plain: None,
+            slot_uses: HashMap::new(),
         }
     }
 
@@ -318,19 +333,74 @@ impl State {
         true
     }
 
-    /// Planned groups not stored whole in one slot, at most `n`, whose items' files
-    /// are open.
+    /// The slot holding every item of `group`, if one does.
+    fn slot_of(&self, group: &[Item]) -> Option<u32> {
+        let slot = self.disk.get(&group[0]).map(|(s, _)| *s)?;
+        group
+            .iter()
+            .all(|i| self.disk.get(i).map(|(s, _)| *s) == Some(slot))
+            .then_some(slot)
+    }
+
+    /// Planned groups not stored whole in one segment slot, at most `n`, whose
+    /// items' files are open.
     pub fn unstored_groups(&self, n: usize) -> Vec<Vec<Item>> {
         self.groups
             .iter()
             .filter(|g| {
-                let slot = self.disk.get(&g[0]).map(|(s, _)| *s);
-                slot.is_none() || g.iter().any(|i| self.disk.get(i).map(|(s, _)| *s) != slot)
+                self.slot_of(g)
+                    .is_none_or(|slot| self.plain_slots.contains(&slot))
             })
             .filter(|g| g.iter().all(|i| self.files[i.file as usize].data.is_some()))
             .take(n)
             .cloned()
             .collect()
+    }
+
+    /// A slot for new contents (the least recently used one when none is free, its
+    /// items dropped), claimed but empty until written, and its use number.
+    fn claim_slot(&mut self, plain: bool) -> (u32, u64) {
+        let (slot, evicted) = self.alloc.alloc();
+        if let Some(old) = evicted {
+            self.stats.evicted_segments += 1;
+            for i in self.slot_items.remove(&old).unwrap_or_default() {
+                if self.disk.get(&i).map(|(s, _)| *s) == Some(old) {
+                    self.disk.remove(&i);
+                    self.dirty = true;
+                }
+            }
+        }
+        if self.open_plain.is_some_and(|(s, _)| s == slot) {
+            self.open_plain = None;
+        }
+        if plain {
+            self.plain_slots.insert(slot);
+        } else {
+            self.plain_slots.remove(&slot);
+        }
+        self.slot_items.insert(slot, Vec::new());
+        let uses = self.slot_uses.entry(slot).or_insert(0);
+        *uses += 1;
+        (slot, *uses)
+    }
+
+    /// Records `entries` (with the epochs their data was read under) as held by
+    /// `slot` if the slot is still the one claimed as use `uses` and their files did
+    /// not change meanwhile.
+    fn record(&mut self, slot: u32, uses: u64, entries: Vec<(Entry, u64)>) {
+        if self.slot_uses.get(&slot) != Some(&uses) {
+            return;
+        }
+        let mut kept = Vec::new();
+        for (e, ep) in entries {
+            if self.files[e.item.file as usize].epoch != ep {
+                continue;
+            }
+            self.disk.insert(e.item, (slot, e));
+            kept.push(e.item);
+        }
+        self.slot_items.entry(slot).or_default().extend(kept);
+        self.dirty = true;
     }
 
     /// Rebuilds the groups from the graph.
@@ -345,14 +415,21 @@ impl State {
                 self.plan.insert(*i, g);
             }
         }
-        // A group whose items already share one slot, all valid there, is reused.
+        // A group whose items already share one slot, all valid there, is reused; a
+        // plain slot where the group is at least half of what is valid becomes its
+        // segment as it stands (no I/O).
         for items in &groups {
-            let slot = self.disk.get(&items[0]).map(|(s, _)| *s);
-            if let Some(slot) = slot {
-                if items
-                    .iter()
-                    .all(|i| self.disk.get(i).map(|(s, _)| *s) == Some(slot))
-                {
+            if let Some(slot) = self.slot_of(items) {
+                let valid = self.slot_items.get(&slot).map_or(0, |v| {
+                    v.iter()
+                        .filter(|i| self.disk.get(i).map(|(s, _)| *s) == Some(slot))
+                        .count()
+                });
+                if !self.plain_slots.contains(&slot) || 2 * items.len() >= valid {
+                    self.plain_slots.remove(&slot);
+                    if self.open_plain.is_some_and(|(s, _)| s == slot) {
+                        self.open_plain = None;
+                    }
                     self.stats.groups_reused += 1;
                     continue;
                 }
@@ -378,9 +455,15 @@ enum Tier {
 /// How one item will be served, decided under the lock.
 enum Plan {
     Memory(Arc<Vec<u8>>, bool),
-    Slot { slot: u32, entries: Vec<Entry> },
+    Slot {
+        slot: u32,
+        entries: Vec<Entry>,
+        grouped: bool,
+    },
     Group(Vec<Item>),
-    Source { last: u64 },
+    Source {
+        last: u64,
+    },
 }
 
 /// The cache: state under one lock, the slot file beside it.
@@ -529,7 +612,11 @@ impl Cache {
                 }
                 Ok((vec![bytes], item.index, Tier::Memory))
             }
-            Plan::Slot { slot, entries } => match self.read_slot(slot, &entries, item, epoch) {
+            Plan::Slot {
+                slot,
+                entries,
+                grouped,
+            } => match self.read_slot(slot, &entries, grouped, item, epoch) {
                 Ok(Some(bytes)) => Ok((vec![bytes], item.index, Tier::Segments)),
                 Ok(None) => src(self.read_source(item, item.index, size, data, epoch)),
                 Err(e) => {
@@ -559,16 +646,28 @@ impl Cache {
         if let Some((bytes, grouped)) = st.mem_get(item) {
             return (Plan::Memory(bytes, grouped), epoch);
         }
-        if let Some(&(slot, _)) = st.disk.get(&item) {
-            let entries: Vec<Entry> = st
-                .slot_items
-                .get(&slot)
-                .into_iter()
-                .flatten()
-                .filter_map(|i| st.disk.get(i).filter(|(s, _)| *s == slot).map(|(_, e)| *e))
-                .collect();
+        if let Some(&(slot, entry)) = st.disk.get(&item) {
+            // A group's segment is read whole (the prefetch), a plain slot's item alone.
+            let grouped = !st.plain_slots.contains(&slot);
+            let entries: Vec<Entry> = if grouped {
+                st.slot_items
+                    .get(&slot)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|i| st.disk.get(i).filter(|(s, _)| *s == slot).map(|(_, e)| *e))
+                    .collect()
+            } else {
+                vec![entry]
+            };
             st.alloc.touch(slot);
-            return (Plan::Slot { slot, entries }, epoch);
+            return (
+                Plan::Slot {
+                    slot,
+                    entries,
+                    grouped,
+                },
+                epoch,
+            );
         }
         if self.cfg.policy == Policy::Group {
             if !st.plan.contains_key(&item) && st.graph.pending_changes() >= self.cfg.build_after {
@@ -628,16 +727,26 @@ impl Cache {
             st.mem_put(it, bytes.clone(), false, epoch, self.cfg.memory);
         }
         drop(st);
-        if self.cfg.policy == Policy::Lru && !disabled {
-            for (k, bytes) in items.iter().enumerate() {
+        let with_items = || {
+            items.iter().enumerate().map(|(k, bytes)| {
                 let it = Item {
                     file: item.file,
                     index: item.index + k as u64,
                 };
-                if let Err(e) = self.write_slot(&[(it, bytes.clone(), epoch)], false) {
+                (it, bytes.clone(), epoch)
+            })
+        };
+        if self.cfg.policy == Policy::Lru && !disabled {
+            for one in with_items() {
+                if let Err(e) = self.write_slot(&[one], false) {
                     self.fault("writing the segment store", &e);
                     break;
                 }
+            }
+        } else if self.cfg.policy == Policy::Group && !disabled {
+            let run: Vec<_> = with_items().filter(|(_, d, _)| !d.is_empty()).collect();
+            if let Err(e) = self.append_plain(&run) {
+                self.fault("writing the segment store", &e);
             }
         }
         let served = item.index + items.len().max(1) as u64 - 1;
@@ -650,23 +759,25 @@ impl Cache {
         &self,
         slot: u32,
         entries: &[Entry],
+        grouped: bool,
         want: Item,
         epoch: u64,
     ) -> io::Result<Option<Arc<Vec<u8>>>> {
         let store = self.store.as_ref().expect("a store");
-        let len = entries
+        let from = entries.iter().map(|e| e.offset as u64).min().unwrap_or(0);
+        let to = entries
             .iter()
-            .map(|e| e.offset as usize + e.len as usize)
+            .map(|e| e.offset as u64 + e.len as u64)
             .max()
             .unwrap_or(0);
-        let bytes = store.read(slot, len)?;
+        let bytes = store.read_at(slot, from, (to - from) as usize)?;
         let mut st = lock(&self.state);
         st.stats.segment_reads += 1;
-        st.stats.segment_read_bytes += len as u64;
-        let grouped = self.cfg.policy == Policy::Group;
+        st.stats.segment_read_bytes += to - from;
         let mut out = None;
         for e in entries {
-            let body = &bytes[e.offset as usize..(e.offset + e.len) as usize];
+            let at = (e.offset as u64 - from) as usize;
+            let body = &bytes[at..at + e.len as usize];
             if patio_core::codec::crc32c(body) != e.crc {
                 st.stats.checksum_misses += 1;
                 if st.disk.get(&e.item).map(|(s, _)| *s) == Some(slot) {
@@ -691,10 +802,12 @@ impl Cache {
         Ok(out)
     }
 
-    /// Reads every item of `group` whose file is open and that memory does not hold
-    /// from SOURCE (contiguous ones in one request, in file order), writes the group
-    /// as one segment in group order and puts it in memory; the bytes of the item
-    /// wanted (with its file and that file's epoch), if a read missed it.
+    /// Builds the segment of `group`: members memory holds are taken from there,
+    /// members another slot holds are read from the store (checksum checked), the
+    /// rest — if their file is open — from SOURCE (contiguous ones in one request, in
+    /// file order); writes the group as one segment in group order and puts it in
+    /// memory. Returns the bytes of the item wanted (with its file and that file's
+    /// epoch), if a read missed it.
     pub(crate) fn fill_group(
         &self,
         want: Option<(Item, Arc<DataFile>, u64)>,
@@ -703,6 +816,7 @@ impl Cache {
         let b = self.cfg.item;
         let mut sources: HashMap<u32, (Arc<DataFile>, u64)> = HashMap::new();
         let mut got: HashMap<Item, Arc<Vec<u8>>> = HashMap::new();
+        let mut stored: Vec<(u32, Entry)> = Vec::new();
         {
             let mut st = lock(&self.state);
             for i in group {
@@ -717,9 +831,14 @@ impl Cache {
             for i in group {
                 if let Some((d, _)) = st.mem_get(*i) {
                     got.insert(*i, d);
+                } else if let Some(&(slot, e)) = st.disk.get(i) {
+                    if sources.contains_key(&i.file) {
+                        stored.push((slot, e));
+                    }
                 }
             }
         }
+        let local = self.reuse_stored(&stored, &mut got)?;
         let mut sorted: Vec<Item> = group
             .iter()
             .filter(|i| sources.contains_key(&i.file) && !got.contains_key(i))
@@ -756,7 +875,10 @@ impl Cache {
             st.stats.source_requests += requests;
             st.stats.source_bytes += read;
             let demand = wanted.as_ref().map_or(0, |d| d.len() as u64);
-            st.stats.grouping_io_bytes += read.saturating_sub(demand);
+            let extra = read.saturating_sub(demand);
+            st.stats.grouping_source_bytes += extra;
+            st.stats.grouping_local_bytes += local;
+            st.stats.grouping_io_bytes += extra + local;
             if want.is_some() {
                 st.stats.accesses += 1;
                 st.stats.misses += 1;
@@ -767,6 +889,92 @@ impl Cache {
         }
         self.write_slot(&items, true)?;
         Ok(wanted)
+    }
+
+    /// Reads the `stored` entries (slot, entry) from the store into `got`, one read
+    /// per slot spanning its entries; entries whose checksum no longer matches are
+    /// left out (read from SOURCE instead). Returns the bytes read.
+    fn reuse_stored(
+        &self,
+        stored: &[(u32, Entry)],
+        got: &mut HashMap<Item, Arc<Vec<u8>>>,
+    ) -> io::Result<u64> {
+        let Some(store) = self.store.as_ref() else {
+            return Ok(0);
+        };
+        let mut by_slot: BTreeMap<u32, Vec<Entry>> = BTreeMap::new();
+        for (slot, e) in stored {
+            by_slot.entry(*slot).or_default().push(*e);
+        }
+        let mut total = 0u64;
+        for (slot, entries) in by_slot {
+            for e in &entries {
+                // One entry at a time: a plain slot's neighbours are rarely members.
+                let bytes = store.read_at(slot, e.offset as u64, e.len as usize)?;
+                total += bytes.len() as u64;
+                if patio_core::codec::crc32c(&bytes) == e.crc {
+                    got.insert(e.item, Arc::new(bytes));
+                }
+            }
+        }
+        let mut st = lock(&self.state);
+        st.stats.segment_reads += stored.len() as u64;
+        st.stats.segment_read_bytes += total;
+        Ok(total)
+    }
+
+    /// Appends `items` (consecutive ones read from SOURCE under `lru`-like caching of
+    /// `group`) to the open plain slot, claiming a fresh one when it is full.
+    fn append_plain(&self, items: &[(Item, Arc<Vec<u8>>, u64)]) -> io::Result<()> {
+        let store = self.store.as_ref().expect("a store");
+        let cap = store.slot_size();
+        let mut k = 0;
+        while k < items.len() {
+            let mut buf = Vec::new();
+            let mut entries = Vec::new();
+            let (slot, uses, base) = {
+                let mut st = lock(&self.state);
+                let room = st.open_plain.map_or(0, |(_, at)| cap - at);
+                let first = items[k].1.len().div_ceil(4096) as u64 * 4096;
+                let (slot, at) = match st.open_plain {
+                    Some((slot, at)) if first <= room => (slot, at),
+                    _ => (st.claim_slot(true).0, 0),
+                };
+                let uses = st.slot_uses[&slot];
+                while k < items.len() {
+                    let (i, d, ep) = &items[k];
+                    let offset = buf.len() as u64;
+                    if at + offset + d.len() as u64 > cap {
+                        break;
+                    }
+                    buf.extend_from_slice(d);
+                    buf.resize(buf.len().div_ceil(4096) * 4096, 0);
+                    let e = Entry {
+                        item: *i,
+                        offset: (at + offset) as u32,
+                        len: d.len() as u32,
+                        crc: patio_core::codec::crc32c(d),
+                    };
+                    entries.push((e, *ep));
+                    k += 1;
+                }
+                st.open_plain = Some((slot, at + buf.len() as u64));
+                st.alloc.touch(slot);
+                (slot, uses, at)
+            };
+            if let Err(e) = store.write_at(slot, base, &buf) {
+                let mut st = lock(&self.state);
+                if st.open_plain.is_some_and(|(s, _)| s == slot) {
+                    st.open_plain = None;
+                }
+                return Err(e);
+            }
+            let mut st = lock(&self.state);
+            st.stats.segment_writes += 1;
+            st.stats.segment_write_bytes += buf.len() as u64;
+            st.record(slot, uses, entries);
+        }
+        Ok(())
     }
 
     /// Writes `items` into a fresh slot (evicting the least recently used one when
@@ -793,43 +1001,23 @@ impl Cache {
             };
             entries.push((e, *ep));
         }
-        let slot = {
-            let mut st = lock(&self.state);
-            let (slot, evicted) = st.alloc.alloc();
-            if let Some(old) = evicted {
-                st.stats.evicted_segments += 1;
-                for i in st.slot_items.remove(&old).unwrap_or_default() {
-                    if st.disk.get(&i).map(|(s, _)| *s) == Some(old) {
-                        st.disk.remove(&i);
-                    }
-                }
-            }
-            // Claimed but empty until written: nothing points at it yet.
-            st.slot_items.insert(slot, Vec::new());
-            slot
-        };
+        let (slot, uses) = lock(&self.state).claim_slot(self.cfg.policy != Policy::Group);
         let written = store.write(slot, &buf);
         let mut st = lock(&self.state);
         if let Err(e) = written {
-            st.alloc.release(slot);
-            st.slot_items.remove(&slot);
+            if st.slot_uses.get(&slot) == Some(&uses) {
+                st.alloc.release(slot);
+                st.slot_items.remove(&slot);
+            }
             return Err(e);
         }
         st.stats.segment_writes += 1;
         st.stats.segment_write_bytes += buf.len() as u64;
         if grouping {
+            st.stats.grouping_local_bytes += buf.len() as u64;
             st.stats.grouping_io_bytes += buf.len() as u64;
         }
-        let mut kept = Vec::new();
-        for (e, ep) in entries {
-            if st.files[e.item.file as usize].epoch != ep {
-                continue;
-            }
-            st.disk.insert(e.item, (slot, e));
-            kept.push(e.item);
-        }
-        st.slot_items.insert(slot, kept);
-        st.dirty = true;
+        st.record(slot, uses, entries);
         Ok(())
     }
 }

@@ -142,7 +142,7 @@ pub fn open_cache(dir: Option<&Path>, cfg: &CacheConfig) -> Result<(Cache, Optio
         })?;
     let mut state = State::new(cfg, slots);
     if let Some(t) = table {
-        warm(&mut state, t);
+        warm(&mut state, t, cfg.policy != Policy::Group);
     }
     Ok((
         Cache {
@@ -156,8 +156,9 @@ pub fn open_cache(dir: Option<&Path>, cfg: &CacheConfig) -> Result<(Cache, Optio
     ))
 }
 
-/// Restores a saved table: its files (checked against SOURCE when opened) and slots.
-fn warm(st: &mut State, t: Table) {
+/// Restores a saved table: its files (checked against SOURCE when opened) and slots
+/// (`plain`: read one item at a time, as `lru` does; otherwise as segments).
+fn warm(st: &mut State, t: Table, plain: bool) {
     for (i, rec) in t.files.into_iter().enumerate() {
         st.by_id.insert((rec.dev, rec.ino), i as u32);
         st.files.push(FileState {
@@ -177,6 +178,9 @@ fn warm(st: &mut State, t: Table) {
         st.stats.warm_items += items.len() as u64;
         st.slot_items.insert(seg.slot, items);
         st.alloc.touch(seg.slot);
+        if plain {
+            st.plain_slots.insert(seg.slot);
+        }
     }
 }
 
