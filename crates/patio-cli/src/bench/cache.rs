@@ -77,6 +77,16 @@ struct Link {
     k: usize,
 }
 
+/// What a mount is given: memory budget (bytes), disk budget (GiB), segment size
+/// (MiB) and successor-link setting.
+#[derive(Clone, Copy)]
+struct Setup {
+    memory: u64,
+    disk_gib: f64,
+    segment_mib: u64,
+    link: Link,
+}
+
 /// The mount's own default.
 const DEFAULT_LINK: Link = Link { j: 2, k: 4 };
 
@@ -214,14 +224,7 @@ struct Mounted {
     stats: PathBuf,
 }
 
-fn mount(
-    dir: &Path,
-    policy: &str,
-    memory: u64,
-    disk_gib: f64,
-    segment_mib: u64,
-    link: Link,
-) -> Result<Mounted> {
+fn mount(dir: &Path, policy: &str, setup: Setup) -> Result<Mounted> {
     let (src, mnt, cache, stats) = (
         dir.join("src"),
         dir.join("mnt"),
@@ -238,15 +241,15 @@ fn mount(
         .arg("--cache-dir")
         .arg(&cache)
         .args(["--policy", policy, "--store", "hdd"])
-        .args(["--memory-mib", &memory.to_string()])
-        .args(["--disk-gib", &disk_gib.to_string()])
-        .args(["--segment-mib", &segment_mib.to_string()])
+        .args(["--memory-mib", &(setup.memory >> 20).to_string()])
+        .args(["--disk-gib", &setup.disk_gib.to_string()])
+        .args(["--segment-mib", &setup.segment_mib.to_string()])
         .args(["--idle-ms", &IDLE_MS.to_string()])
         .args([
             "--link-j",
-            &link.j.to_string(),
+            &setup.link.j.to_string(),
             "--link-k",
-            &link.k.to_string(),
+            &setup.link.k.to_string(),
         ])
         .arg("--stats-json")
         .arg(&stats)
@@ -444,13 +447,10 @@ fn run_policy(
     dir: &Path,
     w: &Workload,
     policy: &str,
-    memory: u64,
-    disk_gib: f64,
-    segment_mib: u64,
-    link: Link,
+    setup: Setup,
     passes: usize,
 ) -> Result<PolicyResult> {
-    let m = mount(dir, policy, memory >> 20, disk_gib, segment_mib, link)?;
+    let m = mount(dir, policy, setup)?;
     let file = m.mnt.join("source.dat");
     let run = run_workload(dir, &file, w, passes);
     let stats = m.stop()?;
@@ -534,10 +534,12 @@ pub fn run(args: Args) -> Result<()> {
                 dir.path(),
                 w,
                 p,
-                memory,
-                disk_gib,
-                args.segment_mib,
-                DEFAULT_LINK,
+                Setup {
+                    memory,
+                    disk_gib,
+                    segment_mib: args.segment_mib,
+                    link: DEFAULT_LINK,
+                },
                 passes,
             )?;
             rows.push((p, r.clone()));
@@ -590,10 +592,12 @@ pub fn run(args: Args) -> Result<()> {
                 dir.path(),
                 &w,
                 "group",
-                mem,
-                disk_gib,
-                seg,
-                DEFAULT_LINK,
+                Setup {
+                    memory: mem,
+                    disk_gib,
+                    segment_mib: seg,
+                    link: DEFAULT_LINK,
+                },
                 args.passes,
             )?;
             sweep.push(json!({
@@ -622,10 +626,12 @@ pub fn run(args: Args) -> Result<()> {
                 dir.path(),
                 w,
                 "group",
-                memory,
-                disk_gib,
-                args.segment_mib,
-                *link,
+                Setup {
+                    memory,
+                    disk_gib,
+                    segment_mib: args.segment_mib,
+                    link: *link,
+                },
                 passes,
             )?;
             jk.push(json!({

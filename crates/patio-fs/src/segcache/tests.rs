@@ -327,7 +327,7 @@ fn a_rebuilt_group_reads_nothing_cached_from_source() {
     }
     let before = lock(&cache.state).stats.clone();
     assert!(
-        lock(&cache.state).unstored_groups(usize::MAX).len() > 0
+        !lock(&cache.state).unstored_groups(usize::MAX).is_empty()
             || lock(&cache.state).graph.pending_changes() > 0
     );
     cache.idle_work();
