@@ -361,6 +361,9 @@ def test_bad_inputs_are_one_line_errors(workdir: Path) -> None:
             subprocess.run(["umount", str(full)], check=False)
     assert not os.path.ismount(mnt)
     one_line_error(patio("cache", "stat", str(workdir / "nothing"), check=False), "does not exist")
+    for bad in ("3/2", "x/4", "2"):
+        done = patio("bench", "cache", "--sweep-jk", bad, check=False)
+        one_line_error(done, "--sweep-jk", "J/K")
 
 
 def test_group_caches_like_lru_and_builds_segments_from_cached_members(
