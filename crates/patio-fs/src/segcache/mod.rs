@@ -142,7 +142,7 @@ pub fn open_cache(dir: Option<&Path>, cfg: &CacheConfig) -> Result<(Cache, Optio
         })?;
     let mut state = State::new(cfg, slots);
     if let Some(t) = table {
-        warm(&mut state, t, cfg.policy != Policy::Group);
+        warm(&mut state, t);
     }
     Ok((
         Cache {
@@ -157,8 +157,8 @@ pub fn open_cache(dir: Option<&Path>, cfg: &CacheConfig) -> Result<(Cache, Optio
 }
 
 /// Restores a saved table: its files (checked against SOURCE when opened) and slots
-/// (`plain`: read one item at a time, as `lru` does; otherwise as segments).
-fn warm(st: &mut State, t: Table, plain: bool) {
+/// (plain ones read one item at a time, segments whole).
+fn warm(st: &mut State, t: Table) {
     for (i, rec) in t.files.into_iter().enumerate() {
         st.by_id.insert((rec.dev, rec.ino), i as u32);
         st.files.push(FileState {
@@ -178,7 +178,7 @@ fn warm(st: &mut State, t: Table, plain: bool) {
         st.stats.warm_items += items.len() as u64;
         st.slot_items.insert(seg.slot, items);
         st.alloc.touch(seg.slot);
-        if plain {
+        if seg.plain {
             st.plain_slots.insert(seg.slot);
         }
     }
@@ -202,6 +202,7 @@ impl Cache {
             .iter()
             .map(|(&slot, items)| SegmentRec {
                 slot,
+                plain: st.plain_slots.contains(&slot),
                 entries: items
                     .iter()
                     .filter_map(|i| st.disk.get(i).filter(|(s, _)| *s == slot).map(|(_, e)| *e))

@@ -7,6 +7,7 @@ use super::graph::Popularity;
 use super::*;
 use crate::passthrough::{DataChange, FileId, FileReader, Observer};
 use patio_prefetch::rng::Rng;
+use std::collections::HashSet;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::time::Duration;
 
@@ -358,4 +359,31 @@ fn a_rebuilt_group_reads_nothing_cached_from_source() {
     assert!(end.group_hits > mid.group_hits);
     drop(r);
     obs.finish(Ended::Unmounted, None);
+}
+
+#[test]
+fn a_restart_keeps_plain_slots_plain() {
+    let src = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = src.path().join("p.bin");
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 239) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    std::thread::sleep(Duration::from_millis(1100)); // old enough for the table
+    let name: Arc<str> = "p.bin".into();
+    let plain = |expect: Option<&HashSet<u32>>| {
+        let (cache, obs) = observer(src.path(), dir.path(), Policy::Group);
+        let f = File::open(&path).unwrap();
+        let r = obs.open_reader(&name, id_of(&f), &f).unwrap();
+        if let Some(expect) = expect {
+            assert_eq!(&lock(&cache.state).plain_slots, expect);
+        }
+        read_items(r.as_ref(), &f, &data, &[1, 7, 3, 20], 1);
+        let slots = lock(&cache.state).plain_slots.clone();
+        drop(r);
+        obs.finish(Ended::Unmounted, None);
+        slots
+    };
+    let first = plain(None);
+    assert!(!first.is_empty());
+    plain(Some(&first));
 }
