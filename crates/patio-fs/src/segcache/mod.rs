@@ -13,6 +13,7 @@
 //! | this module | the cache directory (checks, lock, warm start, saves), the observer, the mount |
 
 pub mod core;
+mod fill;
 pub mod graph;
 pub mod stats;
 pub mod store;
