@@ -361,3 +361,48 @@ def test_bad_inputs_are_one_line_errors(workdir: Path) -> None:
             subprocess.run(["umount", str(full)], check=False)
     assert not os.path.ismount(mnt)
     one_line_error(patio("cache", "stat", str(workdir / "nothing"), check=False), "does not exist")
+    for bad in ("3/2", "x/4", "2"):
+        done = patio("bench", "cache", "--sweep-jk", bad, check=False)
+        one_line_error(done, "--sweep-jk", "J/K")
+
+
+def test_group_caches_like_lru_and_builds_segments_from_cached_members(
+    mount: Any, workdir: Path
+) -> None:
+    rng = random.Random(13)
+    data = rng.randbytes(2 << 20)
+    (workdir / "src").mkdir()
+    (workdir / "src" / "w.dat").write_bytes(data)
+    # ~100 scattered 16 KiB items: more than memory (1 MiB), less than the store (4 MiB).
+    offsets = [rng.randrange(0, (2 << 20) - 8192) // 16384 * 16384 for _ in range(100)]
+    once, again = offsets[:], offsets[:]
+    rng.shuffle(again)
+    counters = {}
+    for policy in ("lru", "group"):
+        # j = 3 of k = 3: two passes in different orders link nothing.
+        m = mount(policy, *SMALL, "--link-j", "3", "--link-k", "3", cache=f"cache-{policy}")
+        with open(m.mnt / "w.dat", "rb", buffering=0) as f:
+            for off in once + again:
+                assert os.pread(f.fileno(), 8192, off) == data[off : off + 8192]
+        counters[policy] = m.stop()
+    lru, group = counters["lru"], counters["group"]
+    assert group["source_bytes"] == lru["source_bytes"] == len(set(offsets)) * 16384
+    assert group["bytes_from_segments"] > 0 and group["group_hits"] == 0
+    assert group["peak_memory_bytes"] <= MEMORY
+    # A learned walk: segments are built from members already cached, not from SOURCE.
+    opts = [*SMALL, "--link-j", "1", "--link-k", "2", "--idle-ms", "200"]
+    m = mount("group", *opts, cache="cache-walk")
+    walk = sorted(set(offsets))[:40]
+    rng.shuffle(walk)
+    # Read first in file order (so the plain slots hold the items in that order), then
+    # twice as the walk: the walk's segments must gather items from several slots.
+    with open(m.mnt / "w.dat", "rb", buffering=0) as f:
+        for order in (sorted(walk), walk, walk):
+            for off in order:
+                assert os.pread(f.fileno(), 8192, off) == data[off : off + 8192]
+    time.sleep(0.8)  # an idle period: groups are written as segments
+    stats = m.stop()
+    assert stats["source_bytes"] == len(walk) * 16384, "SOURCE read once per item"
+    assert stats["grouping_source_bytes"] == 0
+    assert stats["grouping_local_bytes"] > 0 and stats["segment_writes"] > 0
+    assert stats["grouping_io_bytes"] == stats["grouping_local_bytes"]

@@ -258,11 +258,13 @@ fn render(s: &CacheSummary, mountpoint: &Path, what: &str) -> String {
         (
             "groups",
             format!(
-                "{} built, {} reused in {} builds; grouping I/O {}",
+                "{} built, {} reused in {} builds; grouping I/O {} ({} from SOURCE, {} local)",
                 grouped(st.groups_built),
                 grouped(st.groups_reused),
                 grouped(st.group_builds),
-                human_bytes(st.grouping_io_bytes)
+                human_bytes(st.grouping_io_bytes),
+                human_bytes(st.grouping_source_bytes),
+                human_bytes(st.grouping_local_bytes)
             ),
         ),
         (
@@ -391,10 +393,12 @@ fn stat(dir: &Path, as_json: bool) -> Result<()> {
         (
             "groups",
             format!(
-                "{} built, {} reused; grouping I/O {}",
+                "{} built, {} reused; grouping I/O {} ({} from SOURCE, {} local)",
                 grouped(stats.groups_built),
                 grouped(stats.groups_reused),
-                human_bytes(stats.grouping_io_bytes)
+                human_bytes(stats.grouping_io_bytes),
+                human_bytes(stats.grouping_source_bytes),
+                human_bytes(stats.grouping_local_bytes)
             ),
         ),
     ];

@@ -1,9 +1,10 @@
 //! `patio bench cache`: the segment-grouping cache against no cache and against a
 //! plain LRU block cache of the same memory and disk capacity, in one run, through
 //! real mounts. Each policy gets its own `patio mount cache` process (a fresh cache
-//! directory) over one SOURCE file behind the HDD-like striped model; reader threads
-//! of this process (one per client, one open handle each for the whole run) read
-//! through the kernel mount with `pread`.
+//! directory) over one SOURCE file behind the HDD-like striped model; each client is
+//! a process of its own (this executable started again as `patio bench cache
+//! --client SPEC`, one open handle for the whole run) reading through the kernel mount
+//! with `pread`, one pass each time the bench tells it to on its stdin.
 //!
 //! Workloads (every pass reads the same requests; passes are separated by idle
 //! periods, not timed, in which the group policy builds and writes its groups):
@@ -17,7 +18,8 @@
 //!
 //! Capacities keep the paper's ratio memory : segment store : SOURCE file = 1 : 20 :
 //! 100. The segment-size sweep reruns `zoom` with `group` at 1–64 MiB segments
-//! (memory raised to one segment where a segment is larger).
+//! (memory raised to one segment where a segment is larger); the j/k sweep reruns
+//! every selected workload with `group` at each successor-link setting.
 
 use super::{grouped, human_bytes, sig3, Table};
 use anyhow::{bail, Context, Result};
@@ -26,6 +28,7 @@ use patio_prefetch::striped::Striping;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -45,7 +48,11 @@ pub struct Args {
     /// Segment sizes (MiB) of the sweep; 0 to skip it.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
     sweep: Vec<u64>,
-    /// Reader threads (clients).
+    /// Successor-link settings J/K of the j/k sweep (group policy, every selected
+    /// workload); 0 to skip it.
+    #[arg(long, value_delimiter = ',', default_value = "1/2,2/4,3/4,2/8")]
+    sweep_jk: Vec<String>,
+    /// Client processes.
     #[arg(long, default_value_t = 4)]
     clients: usize,
     /// Passes over each view.
@@ -57,6 +64,43 @@ pub struct Args {
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// Run as one client of a benchmark: the requests are in this JSON file.
+    #[arg(long, hide = true, value_name = "SPEC")]
+    client: Option<PathBuf>,
+}
+
+/// Successor-link setting of the mount: link a successor seen `j` of the last `k`
+/// times.
+#[derive(Clone, Copy)]
+struct Link {
+    j: usize,
+    k: usize,
+}
+
+/// What a mount is given: memory budget (bytes), disk budget (GiB), segment size
+/// (MiB) and successor-link setting.
+#[derive(Clone, Copy)]
+struct Setup {
+    memory: u64,
+    disk_gib: f64,
+    segment_mib: u64,
+    link: Link,
+}
+
+/// The mount's own default.
+const DEFAULT_LINK: Link = Link { j: 2, k: 4 };
+
+fn parse_link(s: &str) -> Result<Link> {
+    let bad = || anyhow::anyhow!("--sweep-jk: {s:?} is not J/K with 1 <= J <= K");
+    let (j, k) = s.split_once('/').ok_or_else(bad)?;
+    let (j, k): (usize, usize) = (
+        j.trim().parse().map_err(|_| bad())?,
+        k.trim().parse().map_err(|_| bad())?,
+    );
+    if j == 0 || j > k {
+        return Err(bad());
+    }
+    Ok(Link { j, k })
 }
 
 const POLICIES: [&str; 3] = ["none", "lru", "group"];
@@ -180,13 +224,7 @@ struct Mounted {
     stats: PathBuf,
 }
 
-fn mount(
-    dir: &Path,
-    policy: &str,
-    memory: u64,
-    disk_gib: f64,
-    segment_mib: u64,
-) -> Result<Mounted> {
+fn mount(dir: &Path, policy: &str, setup: Setup) -> Result<Mounted> {
     let (src, mnt, cache, stats) = (
         dir.join("src"),
         dir.join("mnt"),
@@ -203,10 +241,16 @@ fn mount(
         .arg("--cache-dir")
         .arg(&cache)
         .args(["--policy", policy, "--store", "hdd"])
-        .args(["--memory-mib", &memory.to_string()])
-        .args(["--disk-gib", &disk_gib.to_string()])
-        .args(["--segment-mib", &segment_mib.to_string()])
+        .args(["--memory-mib", &(setup.memory >> 20).to_string()])
+        .args(["--disk-gib", &setup.disk_gib.to_string()])
+        .args(["--segment-mib", &setup.segment_mib.to_string()])
         .args(["--idle-ms", &IDLE_MS.to_string()])
+        .args([
+            "--link-j",
+            &setup.link.j.to_string(),
+            "--link-k",
+            &setup.link.k.to_string(),
+        ])
         .arg("--stats-json")
         .arg(&stats)
         .stdin(Stdio::null())
@@ -257,61 +301,127 @@ impl Mounted {
     }
 }
 
-/// Reads every view of `w` `passes` times through the mount: one thread per client,
-/// each with one open handle for the whole run (so each client is one successor
-/// stream), all starting each pass together. Between passes the mount is left idle
-/// (not timed). Returns the seconds of the passes and the bytes read.
-fn run_workload(file: &Path, w: &Workload, passes: usize) -> Result<(f64, u64)> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::{Barrier, Mutex};
-    let clients = w.views[0].len();
-    let barrier = Barrier::new(clients + 1);
-    let failed: Mutex<Option<anyhow::Error>> = Mutex::new(None);
-    let bytes = AtomicU64::new(0);
-    let mut seconds = 0.0;
-    std::thread::scope(|s| {
-        for c in 0..clients {
-            let (barrier, failed, bytes) = (&barrier, &failed, &bytes);
-            s.spawn(move || {
-                let f = File::open(file);
-                let mut buf = Vec::new();
-                for view in &w.views {
-                    for _ in 0..passes {
-                        barrier.wait();
-                        let r = (|| -> Result<u64> {
-                            let f = f.as_ref().map_err(|e| anyhow::anyhow!("{e}"))?;
-                            let mut total = 0;
-                            for &(off, len) in &view[c] {
-                                buf.resize(len as usize, 0);
-                                total += f.read_at(&mut buf, off)? as u64;
-                            }
-                            Ok(total)
-                        })();
-                        match r {
-                            Ok(n) => {
-                                bytes.fetch_add(n, Ordering::Relaxed);
-                            }
-                            Err(e) => {
-                                failed.lock().expect("lock").get_or_insert(e);
-                            }
-                        }
-                        barrier.wait();
-                    }
+/// What one client process reads: its requests of every view, each view `passes`
+/// times.
+#[derive(Serialize, serde::Deserialize)]
+struct ClientSpec {
+    file: PathBuf,
+    passes: usize,
+    views: Vec<Vec<Req>>,
+}
+
+/// The client process: opens the file once, then for every pass waits for a line on
+/// stdin, reads its requests and answers with the bytes read (or `error: …`).
+fn client_main(spec: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(spec)
+        .with_context(|| format!("cannot read client spec {}", spec.display()))?;
+    let spec: ClientSpec = serde_json::from_str(&text)
+        .with_context(|| format!("bad client spec {}", spec.display()))?;
+    let f = File::open(&spec.file).with_context(|| format!("cannot open {}", spec.file.display()));
+    let mut stdin = BufReader::new(std::io::stdin().lock());
+    let mut out = std::io::stdout().lock();
+    let mut buf = Vec::new();
+    let mut line = String::new();
+    for view in &spec.views {
+        for _ in 0..spec.passes {
+            line.clear();
+            if stdin.read_line(&mut line)? == 0 {
+                return Ok(()); // the bench went away
+            }
+            let r = (|| -> Result<u64> {
+                let f = f.as_ref().map_err(|e| anyhow::anyhow!("{e:#}"))?;
+                let mut total = 0;
+                for &(off, len) in view {
+                    buf.resize(len as usize, 0);
+                    total += f
+                        .read_at(&mut buf, off)
+                        .with_context(|| format!("reading {} at {off}", spec.file.display()))?
+                        as u64;
                 }
-            });
+                Ok(total)
+            })();
+            match r {
+                Ok(n) => writeln!(out, "{n}")?,
+                Err(e) => writeln!(out, "error: {e:#}")?,
+            }
+            out.flush()?;
         }
+    }
+    Ok(())
+}
+
+/// A started client process and its pipes.
+struct Client {
+    child: Child,
+    input: std::process::ChildStdin,
+    output: BufReader<std::process::ChildStdout>,
+}
+
+/// Reads every view of `w` `passes` times through the mount: one process per client,
+/// each with one open handle for the whole run (so each client is one successor
+/// stream), all told to start each pass together; a pass ends when every client
+/// answered. Between passes the mount is left idle (not timed). Returns the seconds
+/// of the passes and the bytes read.
+fn run_workload(dir: &Path, file: &Path, w: &Workload, passes: usize) -> Result<(f64, u64)> {
+    let clients = w.views[0].len();
+    let mut procs = Vec::new();
+    for c in 0..clients {
+        let spec = dir.join(format!("client-{c}.json"));
+        let body = ClientSpec {
+            file: file.to_path_buf(),
+            passes,
+            views: w.views.iter().map(|v| v[c].clone()).collect(),
+        };
+        std::fs::write(&spec, serde_json::to_vec(&body)?)?;
+        let mut child = Command::new("/proc/self/exe")
+            .args(["bench", "cache", "--client"])
+            .arg(&spec)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("cannot start a client process")?;
+        let input = child.stdin.take().expect("piped");
+        let output = BufReader::new(child.stdout.take().expect("piped"));
+        procs.push(Client {
+            child,
+            input,
+            output,
+        });
+    }
+    let result = (|| -> Result<(f64, u64)> {
+        let (mut seconds, mut bytes) = (0.0, 0u64);
+        let mut line = String::new();
         for _ in 0..w.views.len() * passes {
-            barrier.wait();
             let start = Instant::now();
-            barrier.wait();
+            for p in procs.iter_mut() {
+                p.input.write_all(b"go\n")?;
+                p.input.flush()?;
+            }
+            for p in procs.iter_mut() {
+                line.clear();
+                if p.output.read_line(&mut line)? == 0 {
+                    bail!("a client process ended early");
+                }
+                let l = line.trim();
+                if let Some(e) = l.strip_prefix("error: ") {
+                    bail!("a client failed: {e}");
+                }
+                bytes += l.parse::<u64>().context("a client's answer")?;
+            }
             seconds += start.elapsed().as_secs_f64();
             std::thread::sleep(Duration::from_millis(IDLE_MS * 2 + 300));
         }
-    });
-    if let Some(e) = failed.into_inner().expect("lock") {
-        return Err(e);
+        Ok((seconds, bytes))
+    })();
+    for mut p in procs {
+        drop(p.input);
+        if result.is_err() {
+            let _ = p.child.kill();
+        }
+        let _ = p.child.wait();
     }
-    Ok((seconds, bytes.into_inner()))
+    result
 }
 
 #[derive(Serialize, Clone)]
@@ -322,6 +432,8 @@ struct PolicyResult {
     group_hit_rate: f64,
     hit_rate: f64,
     grouping_io_bytes: u64,
+    grouping_source_bytes: u64,
+    grouping_local_bytes: u64,
     source_requests: u64,
     source_bytes: u64,
     segment_read_bytes: u64,
@@ -335,14 +447,12 @@ fn run_policy(
     dir: &Path,
     w: &Workload,
     policy: &str,
-    memory: u64,
-    disk_gib: f64,
-    segment_mib: u64,
+    setup: Setup,
     passes: usize,
 ) -> Result<PolicyResult> {
-    let m = mount(dir, policy, memory >> 20, disk_gib, segment_mib)?;
+    let m = mount(dir, policy, setup)?;
     let file = m.mnt.join("source.dat");
-    let run = run_workload(&file, w, passes);
+    let run = run_workload(dir, &file, w, passes);
     let stats = m.stop()?;
     let (seconds, bytes) = run?;
     let g = |k: &str| stats[k].as_u64().unwrap_or(0);
@@ -353,6 +463,8 @@ fn run_policy(
         group_hit_rate: stats["group_hit_rate"].as_f64().unwrap_or(0.0),
         hit_rate: stats["hit_rate"].as_f64().unwrap_or(0.0),
         grouping_io_bytes: g("grouping_io_bytes"),
+        grouping_source_bytes: g("grouping_source_bytes"),
+        grouping_local_bytes: g("grouping_local_bytes"),
         source_requests: g("source_requests"),
         source_bytes: g("source_bytes"),
         segment_read_bytes: g("segment_read_bytes"),
@@ -362,6 +474,15 @@ fn run_policy(
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if let Some(spec) = &args.client {
+        return client_main(spec);
+    }
+    let links: Vec<Link> = args
+        .sweep_jk
+        .iter()
+        .filter(|s| s.trim() != "0")
+        .map(|s| parse_link(s))
+        .collect::<Result<_>>()?;
     if args.memory_mib == 0 || args.clients == 0 || args.passes == 0 || args.segment_mib == 0 {
         bail!("--memory-mib, --segment-mib, --clients and --passes must be at least 1");
     }
@@ -397,7 +518,7 @@ pub fn run(args: Args) -> Result<()> {
             "vs lru",
             "hit rate",
             "group hits",
-            "grouping I/O",
+            "grouping I/O (SOURCE + local)",
             "SOURCE reqs",
         ],
     );
@@ -409,7 +530,18 @@ pub fn run(args: Args) -> Result<()> {
             if !args.json {
                 eprintln!("patio: bench cache: {} with {p}", w.name);
             }
-            let r = run_policy(dir.path(), w, p, memory, disk_gib, args.segment_mib, passes)?;
+            let r = run_policy(
+                dir.path(),
+                w,
+                p,
+                Setup {
+                    memory,
+                    disk_gib,
+                    segment_mib: args.segment_mib,
+                    link: DEFAULT_LINK,
+                },
+                passes,
+            )?;
             rows.push((p, r.clone()));
             res.insert(p.into(), serde_json::to_value(&r)?);
         }
@@ -428,7 +560,11 @@ pub fn run(args: Args) -> Result<()> {
                 format!("{:.2}×", r.bandwidth_mbps / bw("lru")),
                 format!("{:.1}%", r.hit_rate * 100.0),
                 format!("{:.1}%", r.group_hit_rate * 100.0),
-                human_bytes(r.grouping_io_bytes),
+                format!(
+                    "{} + {}",
+                    human_bytes(r.grouping_source_bytes),
+                    human_bytes(r.grouping_local_bytes)
+                ),
                 grouped(r.source_requests),
             ]);
         }
@@ -452,7 +588,18 @@ pub fn run(args: Args) -> Result<()> {
                 eprintln!("patio: bench cache: zoom with group, {seg} MiB segments");
             }
             let mem = memory.max(seg << 20);
-            let r = run_policy(dir.path(), &w, "group", mem, disk_gib, seg, args.passes)?;
+            let r = run_policy(
+                dir.path(),
+                &w,
+                "group",
+                Setup {
+                    memory: mem,
+                    disk_gib,
+                    segment_mib: seg,
+                    link: DEFAULT_LINK,
+                },
+                args.passes,
+            )?;
             sweep.push(json!({
                 "segment_mib": seg,
                 "memory_mib": mem >> 20,
@@ -460,6 +607,43 @@ pub fn run(args: Args) -> Result<()> {
                 "bandwidth_mbps": r.bandwidth_mbps,
                 "group_hit_rate": r.group_hit_rate,
                 "grouping_io_bytes": r.grouping_io_bytes,
+                "grouping_source_bytes": r.grouping_source_bytes,
+                "grouping_local_bytes": r.grouping_local_bytes,
+            }));
+        }
+    }
+    let mut jk = Vec::new();
+    for link in &links {
+        for w in &workloads {
+            if !args.json {
+                eprintln!(
+                    "patio: bench cache: {} with group, j/k {}/{}",
+                    w.name, link.j, link.k
+                );
+            }
+            let passes = if w.name == "ior" { 1 } else { args.passes };
+            let r = run_policy(
+                dir.path(),
+                w,
+                "group",
+                Setup {
+                    memory,
+                    disk_gib,
+                    segment_mib: args.segment_mib,
+                    link: *link,
+                },
+                passes,
+            )?;
+            jk.push(json!({
+                "workload": w.name,
+                "j": link.j,
+                "k": link.k,
+                "seconds": r.seconds,
+                "bandwidth_mbps": r.bandwidth_mbps,
+                "hit_rate": r.hit_rate,
+                "group_hit_rate": r.group_hit_rate,
+                "grouping_io_bytes": r.grouping_io_bytes,
+                "grouping_source_bytes": r.grouping_source_bytes,
             }));
         }
     }
@@ -490,16 +674,20 @@ pub fn run(args: Args) -> Result<()> {
         "fuse_mode": "direct_io",
         "workloads": out,
         "segment_sweep": sweep,
+        "link": {"j": DEFAULT_LINK.j, "k": DEFAULT_LINK.k},
+        "jk_sweep": jk,
     });
     if args.json {
         return super::write_stdout(&format!("{}\n", serde_json::to_string_pretty(&doc)?));
     }
     table.note(format!(
-        "store: hdd preset (1 target, 64 KiB stripes, 0.05/1/4/8 ms by seek distance, 150 MB/s); memory {} : segment store {} : SOURCE {} (1 : 20 : 100); {} clients (threads of this process reading through the mount, direct I/O); idle periods between passes are not timed",
+        "store: hdd preset (1 target, 64 KiB stripes, 0.05/1/4/8 ms by seek distance, 150 MB/s); memory {} : segment store {} : SOURCE {} (1 : 20 : 100); {} clients (processes reading through the mount, direct I/O); j/k {}/{}; idle periods between passes are not timed",
         human_bytes(memory),
         human_bytes(memory * 20),
         human_bytes(file_size),
-        args.clients
+        args.clients,
+        DEFAULT_LINK.j,
+        DEFAULT_LINK.k
     ));
     table.print()?;
     if !sweep.is_empty() {
@@ -525,6 +713,33 @@ pub fn run(args: Args) -> Result<()> {
                     s["group_hit_rate"].as_f64().unwrap_or(0.0) * 100.0
                 ),
                 human_bytes(s["grouping_io_bytes"].as_u64().unwrap_or(0)),
+            ]);
+        }
+        t.print()?;
+    }
+    if !jk.is_empty() {
+        let mut t = Table::new(
+            "j/k sweep: group policy, successor linked when seen j of the last k times",
+            &[
+                "workload",
+                "j/k",
+                "seconds",
+                "MB/s",
+                "hit rate",
+                "group hits",
+                "grouping I/O",
+            ],
+        );
+        for r in &jk {
+            let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
+            t.row(vec![
+                r["workload"].as_str().unwrap_or("").into(),
+                format!("{}/{}", r["j"], r["k"]),
+                sig3(f("seconds")),
+                sig3(f("bandwidth_mbps")),
+                format!("{:.1}%", f("hit_rate") * 100.0),
+                format!("{:.1}%", f("group_hit_rate") * 100.0),
+                human_bytes(r["grouping_io_bytes"].as_u64().unwrap_or(0)),
             ]);
         }
         t.print()?;

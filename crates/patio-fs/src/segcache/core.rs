@@ -7,13 +7,20 @@
 //!   in one request), kept in memory (LRU under the memory budget) and written to an
 //!   item-sized slot of the store (LRU over slots); a memory miss that the store holds
 //!   reads that one slot.
-//! * `group`: the successor graph ([`super::graph`]) learns which item follows which;
-//!   groups (strongly connected components split to a segment, small ones packed) are
-//!   rebuilt when the graph changed, on a miss and in idle periods. A miss on a grouped
-//!   item reads its whole segment from the store if it is there (a *group hit*), else
-//!   reads every item of its group from SOURCE and writes them as one segment (the
-//!   grouping I/O); either way every item of the segment lands in memory — the
-//!   prefetch. Ungrouped items are cached in memory only.
+//! * `group`: a block cache like `lru` with groups as prefetch units on top. Items
+//!   missed are kept in memory (the same LRU) and appended to the open *plain* slot
+//!   of the store (slots, plain or group, are replaced least recently used first, the
+//!   memory and disk budgets are the ones `lru` gets); a hit on a plain slot reads
+//!   that one item. The successor graph ([`super::graph`]) learns which item follows
+//!   which; groups (strongly connected components split to a segment, small ones
+//!   packed) are rebuilt when the graph changed, on a miss and in idle periods. A
+//!   miss on a grouped item reads its whole segment from the store if it is there (a
+//!   *group hit*), else builds the segment — members held in memory or in other
+//!   slots are reused (moved locally), only the rest is read from SOURCE — and writes
+//!   it (the grouping I/O); either way every item of the segment lands in memory, the
+//!   prefetch. A group already stored whole in one slot is not written again.
+//!
+//! The fill paths that touch the segment store live in [`super::fill`].
 //!
 //! **Never stale.** Every read first compares the file's size, mtime, ctime and inode
 //! with what was recorded when its items were cached; a difference drops every item of
@@ -33,7 +40,7 @@ use super::stats::CacheStats;
 use super::store::{SegmentFile, SlotAllocator};
 use super::table::{Entry, FileRec};
 use patio_prefetch::DataFile;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -184,6 +191,13 @@ pub(crate) struct State {
     pub disabled: Option<String>,
     /// The last item of each caller's successor stream.
     pub prev: HashMap<u32, Item>,
+    /// Slots holding items appended one run at a time (not a group's segment).
+    pub plain_slots: HashSet<u32>,
+    /// The plain slot being appended to and its first free byte.
+    pub(crate) open_plain: Option<(u32, u64)>,
+    /// Bumped every time a slot is handed out: a write that finds its slot's number
+    /// changed lost the slot meanwhile and records nothing.
+    pub(crate) slot_uses: HashMap<u32, u64>,
 }
 
 pub(crate) fn stat_of(rel: &str, m: &Metadata) -> FileRec {
@@ -221,6 +235,9 @@ impl State {
             dirty: false,
             disabled: None,
             prev: HashMap::new(),
+            plain_slots: HashSet::new(),
+            open_plain: None,
+            slot_uses: HashMap::new(),
         }
     }
 
@@ -228,7 +245,7 @@ impl State {
         self.mem_bytes
     }
 
-    fn mem_get(&mut self, item: Item) -> Option<(Arc<Vec<u8>>, bool)> {
+    pub(crate) fn mem_get(&mut self, item: Item) -> Option<(Arc<Vec<u8>>, bool)> {
         self.clock += 1;
         let clock = self.clock;
         let e = self.mem.get_mut(&item)?;
@@ -247,7 +264,14 @@ impl State {
 
     /// Inserts `item` unless its file changed since epoch `epoch`; evicts least
     /// recently used items to stay within `budget`.
-    fn mem_put(&mut self, item: Item, data: Arc<Vec<u8>>, grouped: bool, epoch: u64, budget: u64) {
+    pub(crate) fn mem_put(
+        &mut self,
+        item: Item,
+        data: Arc<Vec<u8>>,
+        grouped: bool,
+        epoch: u64,
+        budget: u64,
+    ) {
         if self.files[item.file as usize].epoch != epoch || data.len() as u64 > budget {
             return;
         }
@@ -318,19 +342,74 @@ impl State {
         true
     }
 
-    /// Planned groups not stored whole in one slot, at most `n`, whose items' files
-    /// are open.
+    /// The slot holding every item of `group`, if one does.
+    fn slot_of(&self, group: &[Item]) -> Option<u32> {
+        let slot = self.disk.get(&group[0]).map(|(s, _)| *s)?;
+        group
+            .iter()
+            .all(|i| self.disk.get(i).map(|(s, _)| *s) == Some(slot))
+            .then_some(slot)
+    }
+
+    /// Planned groups not stored whole in one segment slot, at most `n`, whose
+    /// items' files are open.
     pub fn unstored_groups(&self, n: usize) -> Vec<Vec<Item>> {
         self.groups
             .iter()
             .filter(|g| {
-                let slot = self.disk.get(&g[0]).map(|(s, _)| *s);
-                slot.is_none() || g.iter().any(|i| self.disk.get(i).map(|(s, _)| *s) != slot)
+                self.slot_of(g)
+                    .is_none_or(|slot| self.plain_slots.contains(&slot))
             })
             .filter(|g| g.iter().all(|i| self.files[i.file as usize].data.is_some()))
             .take(n)
             .cloned()
             .collect()
+    }
+
+    /// A slot for new contents (the least recently used one when none is free, its
+    /// items dropped), claimed but empty until written, and its use number.
+    pub(crate) fn claim_slot(&mut self, plain: bool) -> (u32, u64) {
+        let (slot, evicted) = self.alloc.alloc();
+        if let Some(old) = evicted {
+            self.stats.evicted_segments += 1;
+            for i in self.slot_items.remove(&old).unwrap_or_default() {
+                if self.disk.get(&i).map(|(s, _)| *s) == Some(old) {
+                    self.disk.remove(&i);
+                    self.dirty = true;
+                }
+            }
+        }
+        if self.open_plain.is_some_and(|(s, _)| s == slot) {
+            self.open_plain = None;
+        }
+        if plain {
+            self.plain_slots.insert(slot);
+        } else {
+            self.plain_slots.remove(&slot);
+        }
+        self.slot_items.insert(slot, Vec::new());
+        let uses = self.slot_uses.entry(slot).or_insert(0);
+        *uses += 1;
+        (slot, *uses)
+    }
+
+    /// Records `entries` (with the epochs their data was read under) as held by
+    /// `slot` if the slot is still the one claimed as use `uses` and their files did
+    /// not change meanwhile.
+    pub(crate) fn record(&mut self, slot: u32, uses: u64, entries: Vec<(Entry, u64)>) {
+        if self.slot_uses.get(&slot) != Some(&uses) {
+            return;
+        }
+        let mut kept = Vec::new();
+        for (e, ep) in entries {
+            if self.files[e.item.file as usize].epoch != ep {
+                continue;
+            }
+            self.disk.insert(e.item, (slot, e));
+            kept.push(e.item);
+        }
+        self.slot_items.entry(slot).or_default().extend(kept);
+        self.dirty = true;
     }
 
     /// Rebuilds the groups from the graph.
@@ -345,14 +424,21 @@ impl State {
                 self.plan.insert(*i, g);
             }
         }
-        // A group whose items already share one slot, all valid there, is reused.
+        // A group whose items already share one slot, all valid there, is reused; a
+        // plain slot where the group is at least half of what is valid becomes its
+        // segment as it stands (no I/O).
         for items in &groups {
-            let slot = self.disk.get(&items[0]).map(|(s, _)| *s);
-            if let Some(slot) = slot {
-                if items
-                    .iter()
-                    .all(|i| self.disk.get(i).map(|(s, _)| *s) == Some(slot))
-                {
+            if let Some(slot) = self.slot_of(items) {
+                let valid = self.slot_items.get(&slot).map_or(0, |v| {
+                    v.iter()
+                        .filter(|i| self.disk.get(i).map(|(s, _)| *s) == Some(slot))
+                        .count()
+                });
+                if !self.plain_slots.contains(&slot) || 2 * items.len() >= valid {
+                    self.plain_slots.remove(&slot);
+                    if self.open_plain.is_some_and(|(s, _)| s == slot) {
+                        self.open_plain = None;
+                    }
                     self.stats.groups_reused += 1;
                     continue;
                 }
@@ -378,9 +464,15 @@ enum Tier {
 /// How one item will be served, decided under the lock.
 enum Plan {
     Memory(Arc<Vec<u8>>, bool),
-    Slot { slot: u32, entries: Vec<Entry> },
+    Slot {
+        slot: u32,
+        entries: Vec<Entry>,
+        grouped: bool,
+    },
     Group(Vec<Item>),
-    Source { last: u64 },
+    Source {
+        last: u64,
+    },
 }
 
 /// The cache: state under one lock, the slot file beside it.
@@ -529,7 +621,11 @@ impl Cache {
                 }
                 Ok((vec![bytes], item.index, Tier::Memory))
             }
-            Plan::Slot { slot, entries } => match self.read_slot(slot, &entries, item, epoch) {
+            Plan::Slot {
+                slot,
+                entries,
+                grouped,
+            } => match self.read_slot(slot, &entries, grouped, item, epoch) {
                 Ok(Some(bytes)) => Ok((vec![bytes], item.index, Tier::Segments)),
                 Ok(None) => src(self.read_source(item, item.index, size, data, epoch)),
                 Err(e) => {
@@ -559,16 +655,28 @@ impl Cache {
         if let Some((bytes, grouped)) = st.mem_get(item) {
             return (Plan::Memory(bytes, grouped), epoch);
         }
-        if let Some(&(slot, _)) = st.disk.get(&item) {
-            let entries: Vec<Entry> = st
-                .slot_items
-                .get(&slot)
-                .into_iter()
-                .flatten()
-                .filter_map(|i| st.disk.get(i).filter(|(s, _)| *s == slot).map(|(_, e)| *e))
-                .collect();
+        if let Some(&(slot, entry)) = st.disk.get(&item) {
+            // A group's segment is read whole (the prefetch), a plain slot's item alone.
+            let grouped = !st.plain_slots.contains(&slot);
+            let entries: Vec<Entry> = if grouped {
+                st.slot_items
+                    .get(&slot)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|i| st.disk.get(i).filter(|(s, _)| *s == slot).map(|(_, e)| *e))
+                    .collect()
+            } else {
+                vec![entry]
+            };
             st.alloc.touch(slot);
-            return (Plan::Slot { slot, entries }, epoch);
+            return (
+                Plan::Slot {
+                    slot,
+                    entries,
+                    grouped,
+                },
+                epoch,
+            );
         }
         if self.cfg.policy == Policy::Group {
             if !st.plan.contains_key(&item) && st.graph.pending_changes() >= self.cfg.build_after {
@@ -628,208 +736,29 @@ impl Cache {
             st.mem_put(it, bytes.clone(), false, epoch, self.cfg.memory);
         }
         drop(st);
-        if self.cfg.policy == Policy::Lru && !disabled {
-            for (k, bytes) in items.iter().enumerate() {
+        let with_items = || {
+            items.iter().enumerate().map(|(k, bytes)| {
                 let it = Item {
                     file: item.file,
                     index: item.index + k as u64,
                 };
-                if let Err(e) = self.write_slot(&[(it, bytes.clone(), epoch)], false) {
+                (it, bytes.clone(), epoch)
+            })
+        };
+        if self.cfg.policy == Policy::Lru && !disabled {
+            for one in with_items() {
+                if let Err(e) = self.write_slot(&[one], false) {
                     self.fault("writing the segment store", &e);
                     break;
                 }
             }
+        } else if self.cfg.policy == Policy::Group && !disabled {
+            let run: Vec<_> = with_items().filter(|(_, d, _)| !d.is_empty()).collect();
+            if let Err(e) = self.append_plain(&run) {
+                self.fault("writing the segment store", &e);
+            }
         }
         let served = item.index + items.len().max(1) as u64 - 1;
         Ok((items, served.min(last)))
-    }
-
-    /// Reads `slot` and puts its valid items in memory; the bytes of `want`, or
-    /// `None` if its checksum (or the epoch of its file) no longer matches.
-    fn read_slot(
-        &self,
-        slot: u32,
-        entries: &[Entry],
-        want: Item,
-        epoch: u64,
-    ) -> io::Result<Option<Arc<Vec<u8>>>> {
-        let store = self.store.as_ref().expect("a store");
-        let len = entries
-            .iter()
-            .map(|e| e.offset as usize + e.len as usize)
-            .max()
-            .unwrap_or(0);
-        let bytes = store.read(slot, len)?;
-        let mut st = lock(&self.state);
-        st.stats.segment_reads += 1;
-        st.stats.segment_read_bytes += len as u64;
-        let grouped = self.cfg.policy == Policy::Group;
-        let mut out = None;
-        for e in entries {
-            let body = &bytes[e.offset as usize..(e.offset + e.len) as usize];
-            if patio_core::codec::crc32c(body) != e.crc {
-                st.stats.checksum_misses += 1;
-                if st.disk.get(&e.item).map(|(s, _)| *s) == Some(slot) {
-                    st.disk.remove(&e.item);
-                    st.dirty = true;
-                }
-                continue;
-            }
-            let data = Arc::new(body.to_vec());
-            let fe = st.files[e.item.file as usize].epoch;
-            let e_epoch = if e.item.file == want.file { epoch } else { fe };
-            if e.item == want {
-                out = Some(data.clone());
-            }
-            st.mem_put(e.item, data, grouped, e_epoch, self.cfg.memory);
-        }
-        if out.is_some() {
-            st.stats.accesses += 1;
-            st.stats.group_hits += grouped as u64;
-            st.stats.plain_hits += !grouped as u64;
-        }
-        Ok(out)
-    }
-
-    /// Reads every item of `group` whose file is open and that memory does not hold
-    /// from SOURCE (contiguous ones in one request, in file order), writes the group
-    /// as one segment in group order and puts it in memory; the bytes of the item
-    /// wanted (with its file and that file's epoch), if a read missed it.
-    pub(crate) fn fill_group(
-        &self,
-        want: Option<(Item, Arc<DataFile>, u64)>,
-        group: &[Item],
-    ) -> io::Result<Option<Arc<Vec<u8>>>> {
-        let b = self.cfg.item;
-        let mut sources: HashMap<u32, (Arc<DataFile>, u64)> = HashMap::new();
-        let mut got: HashMap<Item, Arc<Vec<u8>>> = HashMap::new();
-        {
-            let mut st = lock(&self.state);
-            for i in group {
-                let f = &st.files[i.file as usize];
-                if let Some(d) = f.data.clone() {
-                    sources.insert(i.file, (d, f.epoch));
-                }
-            }
-            if let Some((item, data, epoch)) = &want {
-                sources.insert(item.file, (data.clone(), *epoch));
-            }
-            for i in group {
-                if let Some((d, _)) = st.mem_get(*i) {
-                    got.insert(*i, d);
-                }
-            }
-        }
-        let mut sorted: Vec<Item> = group
-            .iter()
-            .filter(|i| sources.contains_key(&i.file) && !got.contains_key(i))
-            .copied()
-            .collect();
-        sorted.sort();
-        let (mut requests, mut read) = (0u64, 0u64);
-        let mut k = 0;
-        while k < sorted.len() {
-            let mut e = k;
-            while e + 1 < sorted.len()
-                && sorted[e + 1].file == sorted[k].file
-                && sorted[e + 1].index == sorted[e].index + 1
-            {
-                e += 1;
-            }
-            let data = &sources[&sorted[k].file].0;
-            let bytes = data.read(sorted[k].index * b, (e - k + 1) as u64 * b)?;
-            requests += 1;
-            read += bytes.len() as u64;
-            for (n, c) in bytes.chunks(b as usize).enumerate() {
-                got.insert(sorted[k + n], Arc::new(c.to_vec()));
-            }
-            k = e + 1;
-        }
-        let items: Vec<(Item, Arc<Vec<u8>>, u64)> = group
-            .iter()
-            .filter_map(|i| got.get(i).map(|d| (*i, d.clone(), sources[&i.file].1)))
-            .filter(|(_, d, _)| !d.is_empty())
-            .collect();
-        let wanted = want.as_ref().and_then(|(i, _, _)| got.get(i).cloned());
-        {
-            let mut st = lock(&self.state);
-            st.stats.source_requests += requests;
-            st.stats.source_bytes += read;
-            let demand = wanted.as_ref().map_or(0, |d| d.len() as u64);
-            st.stats.grouping_io_bytes += read.saturating_sub(demand);
-            if want.is_some() {
-                st.stats.accesses += 1;
-                st.stats.misses += 1;
-            }
-            for (i, d, ep) in &items {
-                st.mem_put(*i, d.clone(), true, *ep, self.cfg.memory);
-            }
-        }
-        self.write_slot(&items, true)?;
-        Ok(wanted)
-    }
-
-    /// Writes `items` into a fresh slot (evicting the least recently used one when
-    /// the store is full) and records them, unless their files changed meanwhile.
-    fn write_slot(&self, items: &[(Item, Arc<Vec<u8>>, u64)], grouping: bool) -> io::Result<()> {
-        if items.is_empty() {
-            return Ok(());
-        }
-        let store = self.store.as_ref().expect("a store");
-        let mut buf = Vec::new();
-        let mut entries = Vec::with_capacity(items.len());
-        for (i, d, ep) in items {
-            let offset = buf.len().div_ceil(4096) * 4096;
-            if (offset + d.len()) as u64 > store.slot_size() {
-                break;
-            }
-            buf.resize(offset, 0);
-            buf.extend_from_slice(d);
-            let e = Entry {
-                item: *i,
-                offset: offset as u32,
-                len: d.len() as u32,
-                crc: patio_core::codec::crc32c(d),
-            };
-            entries.push((e, *ep));
-        }
-        let slot = {
-            let mut st = lock(&self.state);
-            let (slot, evicted) = st.alloc.alloc();
-            if let Some(old) = evicted {
-                st.stats.evicted_segments += 1;
-                for i in st.slot_items.remove(&old).unwrap_or_default() {
-                    if st.disk.get(&i).map(|(s, _)| *s) == Some(old) {
-                        st.disk.remove(&i);
-                    }
-                }
-            }
-            // Claimed but empty until written: nothing points at it yet.
-            st.slot_items.insert(slot, Vec::new());
-            slot
-        };
-        let written = store.write(slot, &buf);
-        let mut st = lock(&self.state);
-        if let Err(e) = written {
-            st.alloc.release(slot);
-            st.slot_items.remove(&slot);
-            return Err(e);
-        }
-        st.stats.segment_writes += 1;
-        st.stats.segment_write_bytes += buf.len() as u64;
-        if grouping {
-            st.stats.grouping_io_bytes += buf.len() as u64;
-        }
-        let mut kept = Vec::new();
-        for (e, ep) in entries {
-            if st.files[e.item.file as usize].epoch != ep {
-                continue;
-            }
-            st.disk.insert(e.item, (slot, e));
-            kept.push(e.item);
-        }
-        st.slot_items.insert(slot, kept);
-        st.dirty = true;
-        Ok(())
     }
 }

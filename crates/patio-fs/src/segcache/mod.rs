@@ -13,6 +13,7 @@
 //! | this module | the cache directory (checks, lock, warm start, saves), the observer, the mount |
 
 pub mod core;
+mod fill;
 pub mod graph;
 pub mod stats;
 pub mod store;
@@ -156,7 +157,8 @@ pub fn open_cache(dir: Option<&Path>, cfg: &CacheConfig) -> Result<(Cache, Optio
     ))
 }
 
-/// Restores a saved table: its files (checked against SOURCE when opened) and slots.
+/// Restores a saved table: its files (checked against SOURCE when opened) and slots
+/// (plain ones read one item at a time, segments whole).
 fn warm(st: &mut State, t: Table) {
     for (i, rec) in t.files.into_iter().enumerate() {
         st.by_id.insert((rec.dev, rec.ino), i as u32);
@@ -177,6 +179,9 @@ fn warm(st: &mut State, t: Table) {
         st.stats.warm_items += items.len() as u64;
         st.slot_items.insert(seg.slot, items);
         st.alloc.touch(seg.slot);
+        if seg.plain {
+            st.plain_slots.insert(seg.slot);
+        }
     }
 }
 
@@ -198,6 +203,7 @@ impl Cache {
             .iter()
             .map(|(&slot, items)| SegmentRec {
                 slot,
+                plain: st.plain_slots.contains(&slot),
                 entries: items
                     .iter()
                     .filter_map(|i| st.disk.get(i).filter(|(s, _)| *s == slot).map(|(_, e)| *e))

@@ -55,9 +55,13 @@ counters! {
     segment_read_bytes,
     segment_writes,
     segment_write_bytes,
-    /// SOURCE bytes read for group members nobody asked for yet, plus segment bytes
-    /// written for groups.
+    /// All grouping I/O: `grouping_source_bytes` + `grouping_local_bytes`.
     grouping_io_bytes,
+    /// SOURCE bytes read for group members nobody asked for yet.
+    grouping_source_bytes,
+    /// Bytes moved locally to build segments: members read back from other slots of
+    /// the store, plus the segment bytes written.
+    grouping_local_bytes,
     /// Times the groups were rebuilt; groups new in a rebuild; groups found already
     /// stored whole in one segment.
     group_builds,

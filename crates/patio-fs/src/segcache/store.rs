@@ -1,6 +1,6 @@
 //! The segment store of the segment-grouping cache: one preallocated file of
 //! fixed-size slots on local storage (`segments.dat` in the cache directory), read
-//! and written whole-slot-prefix at a time with `O_DIRECT` where the file system
+//! and written in 4 KiB-aligned pieces of a slot with `O_DIRECT` where the file system
 //! allows it, and the allocator that hands out its slots (free slots first, then the
 //! least recently used one).
 
@@ -162,11 +162,18 @@ impl SegmentFile {
     /// Writes `data` (at most a slot) at the start of `slot`. Not durable until
     /// [`SegmentFile::sync`]; readers check every item's checksum anyway.
     pub fn write(&self, slot: u32, data: &[u8]) -> io::Result<()> {
-        assert!(slot < self.slots && data.len() as u64 <= self.slot_size);
-        let at = slot as u64 * self.slot_size;
-        let mut buf = AlignedBuf::new(round_up(data.len()));
-        buf.as_mut_slice()[..data.len()].copy_from_slice(data);
+        self.write_at(slot, 0, data)
+    }
+
+    /// Writes `data` at `offset` (a multiple of 4 KiB) inside `slot`, padded with
+    /// zeros to 4 KiB; it must end inside the slot.
+    pub fn write_at(&self, slot: u32, offset: u64, data: &[u8]) -> io::Result<()> {
         let len = round_up(data.len());
+        assert!(slot < self.slots && offset.is_multiple_of(DIRECT_ALIGN as u64));
+        assert!(offset + len as u64 <= self.slot_size);
+        let at = slot as u64 * self.slot_size + offset;
+        let mut buf = AlignedBuf::new(len);
+        buf.as_mut_slice()[..data.len()].copy_from_slice(data);
         self.file.write_all_at(&buf.as_slice()[..len], at)
     }
 
@@ -177,10 +184,17 @@ impl SegmentFile {
 
     /// The first `len` bytes of `slot` (at most a slot).
     pub fn read(&self, slot: u32, len: usize) -> io::Result<Vec<u8>> {
-        assert!(slot < self.slots && len as u64 <= self.slot_size);
-        let at = slot as u64 * self.slot_size;
+        self.read_at(slot, 0, len)
+    }
+
+    /// `len` bytes at `offset` (a multiple of 4 KiB) inside `slot`.
+    pub fn read_at(&self, slot: u32, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        assert!(slot < self.slots && offset.is_multiple_of(DIRECT_ALIGN as u64));
+        assert!(offset + len as u64 <= self.slot_size);
+        let at = slot as u64 * self.slot_size + offset;
+        let padded = round_up(len).min((self.slot_size - offset) as usize);
         let mut buf = AlignedBuf::new(round_up(len));
-        let n = read_full(&self.file, &mut buf.as_mut_slice()[..round_up(len)], at)?;
+        let n = read_full(&self.file, &mut buf.as_mut_slice()[..padded], at)?;
         if n < len {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,

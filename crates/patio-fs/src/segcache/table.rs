@@ -13,7 +13,7 @@ use std::path::Path;
 
 pub const TABLE_FILE: &str = "table.bin";
 pub const MAGIC: &[u8; 4] = b"PSGT";
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 
 /// A source file as it was when its items were cached.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +42,9 @@ pub struct Entry {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SegmentRec {
     pub slot: u32,
+    /// A plain slot (items appended as they were missed, read one at a time) rather
+    /// than a group's segment (read whole).
+    pub plain: bool,
     pub entries: Vec<Entry>,
 }
 
@@ -92,6 +95,7 @@ impl Table {
         put_uvarint(&mut p, self.segments.len() as u64);
         for s in &self.segments {
             p.extend_from_slice(&s.slot.to_le_bytes());
+            p.push(s.plain as u8);
             put_uvarint(&mut p, s.entries.len() as u64);
             for e in &s.entries {
                 put_uvarint(&mut p, e.item.file as u64);
@@ -118,7 +122,7 @@ impl Table {
             }
         }
         let bad = |e: patio_core::CoreError| TableError::Damaged(e.to_string());
-        let (_, payload) = read_blob(MAGIC, VERSION, bytes).map_err(bad)?;
+        let (version, payload) = read_blob(MAGIC, VERSION, bytes).map_err(bad)?;
         let mut c = Cursor::new(payload);
         let mut t = Table {
             generation: c.u64_le().map_err(bad)?,
@@ -147,6 +151,16 @@ impl Table {
         let nseg = c.count(c.remaining(), "segments").map_err(bad)?;
         for _ in 0..nseg {
             let slot = c.u32_le().map_err(bad)?;
+            // Version 1 had no kind: `lru` slots are plain, `group` slots segments.
+            let plain = if version >= 2 {
+                match c.u8().map_err(bad)? {
+                    0 => false,
+                    1 => true,
+                    k => return Err(TableError::Damaged(format!("slot kind {k}"))),
+                }
+            } else {
+                t.policy == 1
+            };
             let n = c.count(c.remaining(), "entries").map_err(bad)?;
             let mut entries = Vec::with_capacity(n);
             for _ in 0..n {
@@ -176,7 +190,11 @@ impl Table {
                     t.slots
                 )));
             }
-            t.segments.push(SegmentRec { slot, entries });
+            t.segments.push(SegmentRec {
+                slot,
+                plain,
+                entries,
+            });
         }
         let n = c.count(c.remaining(), "counters").map_err(bad)?;
         for _ in 0..n {
@@ -234,6 +252,7 @@ mod tests {
             }],
             segments: vec![SegmentRec {
                 slot: 3,
+                plain: true,
                 entries: vec![Entry {
                     item: Item { file: 0, index: 9 },
                     offset: 4096,

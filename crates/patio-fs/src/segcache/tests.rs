@@ -7,6 +7,7 @@ use super::graph::Popularity;
 use super::*;
 use crate::passthrough::{DataChange, FileId, FileReader, Observer};
 use patio_prefetch::rng::Rng;
+use std::collections::HashSet;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::time::Duration;
 
@@ -239,4 +240,150 @@ fn bad_cache_directories_and_budgets_are_refused_in_one_line() {
     t[4] = 99;
     std::fs::write(other.path().join(table::TABLE_FILE), &t).unwrap();
     assert!(err(&cfg, other.path()).contains("newer patio"));
+}
+
+/// Reads `items` (item indices of 4 KiB) one item per read through `r` as caller
+/// `pid`, checking the bytes against `data`.
+fn read_items(r: &dyn FileReader, f: &File, data: &[u8], items: &[u64], pid: u32) {
+    let mut buf = vec![0u8; 4096];
+    for &i in items {
+        let at = i * 4096;
+        let n = r.read_at(f, at, &mut buf, pid).unwrap();
+        assert_eq!(
+            &buf[..n],
+            &data[at as usize..(at as usize + 4096).min(data.len())]
+        );
+    }
+}
+
+#[test]
+fn group_caches_what_it_reads_like_lru() {
+    // A working set that fits memory + store and is never linked (each successor seen
+    // once, j = 3): `group` must serve the second pass like `lru`, from its tiers.
+    let src = tempfile::tempdir().unwrap();
+    let path = src.path().join("h.bin");
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 253) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let name: Arc<str> = "h.bin".into();
+    let mut rng = Rng::new(11);
+    let mut order: Vec<u64> = (0..48).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let mut second = order.clone();
+    second.reverse();
+    for policy in [Policy::Lru, Policy::Group] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(policy);
+        cfg.popularity.j = 3;
+        cfg.popularity.k = 3;
+        let (cache, _) = open_cache(Some(dir.path()), &cfg).unwrap();
+        let cache = Arc::new(cache);
+        let obs = CacheObserver::new(
+            cache.clone(),
+            src.path().to_path_buf(),
+            SlowStore::new(StoreConfig::instant()),
+        );
+        let f = File::open(&path).unwrap();
+        let r = obs.open_reader(&name, id_of(&f), &f).unwrap();
+        read_items(r.as_ref(), &f, &data, &order, 1);
+        let before = lock(&cache.state).stats.clone();
+        assert_eq!(before.source_requests, 48, "{policy:?}: one miss per item");
+        read_items(r.as_ref(), &f, &data, &second, 1);
+        let after = lock(&cache.state).stats.clone();
+        assert_eq!(
+            after.source_requests, before.source_requests,
+            "{policy:?}: the second pass is served by the cache"
+        );
+        assert!(
+            after.bytes_from_segments > 0,
+            "{policy:?}: the store serves"
+        );
+        assert_eq!(after.group_hits, 0);
+        assert!(after.peak_memory_bytes <= cfg.memory);
+        drop(r);
+        obs.finish(Ended::Unmounted, None);
+    }
+}
+
+#[test]
+fn a_rebuilt_group_reads_nothing_cached_from_source() {
+    let src = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = src.path().join("w.bin");
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 241) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let name: Arc<str> = "w.bin".into();
+    let (cache, obs) = observer(src.path(), dir.path(), Policy::Group);
+    let f = File::open(&path).unwrap();
+    let r = obs.open_reader(&name, id_of(&f), &f).unwrap();
+    // A scattered walk of 20 items (more than memory's 16): first read in another
+    // order (so the plain slots hold them in that order), then twice as the walk.
+    let walk: Vec<u64> = (0..20).map(|i| (i * 7 + 3) % 48).collect();
+    let mut first = walk.clone();
+    first.sort();
+    read_items(r.as_ref(), &f, &data, &first, 2);
+    for _ in 0..2 {
+        read_items(r.as_ref(), &f, &data, &walk, 1);
+    }
+    let before = lock(&cache.state).stats.clone();
+    assert!(
+        !lock(&cache.state).unstored_groups(usize::MAX).is_empty()
+            || lock(&cache.state).graph.pending_changes() > 0
+    );
+    cache.idle_work();
+    let mid = lock(&cache.state).stats.clone();
+    assert_eq!(mid.source_bytes, before.source_bytes, "nothing from SOURCE");
+    assert_eq!(mid.grouping_source_bytes, before.grouping_source_bytes);
+    assert!(
+        mid.segment_write_bytes > before.segment_write_bytes,
+        "groups written"
+    );
+    assert!(
+        mid.grouping_local_bytes > before.grouping_local_bytes,
+        "members moved locally"
+    );
+    assert!(
+        mid.segment_read_bytes > before.segment_read_bytes,
+        "members beyond memory read back from the store"
+    );
+    // Nothing changed: the next idle period writes nothing.
+    cache.idle_work();
+    let last = lock(&cache.state).stats.clone();
+    assert_eq!(last.segment_write_bytes, mid.segment_write_bytes);
+    assert!(lock(&cache.state).unstored_groups(usize::MAX).is_empty());
+    // And the walk is now served by groups, still byte-exact.
+    read_items(r.as_ref(), &f, &data, &walk, 1);
+    let end = lock(&cache.state).stats.clone();
+    assert_eq!(end.source_bytes, mid.source_bytes);
+    assert!(end.group_hits > mid.group_hits);
+    drop(r);
+    obs.finish(Ended::Unmounted, None);
+}
+
+#[test]
+fn a_restart_keeps_plain_slots_plain() {
+    let src = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = src.path().join("p.bin");
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 239) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    std::thread::sleep(Duration::from_millis(1100)); // old enough for the table
+    let name: Arc<str> = "p.bin".into();
+    let plain = |expect: Option<&HashSet<u32>>| {
+        let (cache, obs) = observer(src.path(), dir.path(), Policy::Group);
+        let f = File::open(&path).unwrap();
+        let r = obs.open_reader(&name, id_of(&f), &f).unwrap();
+        if let Some(expect) = expect {
+            assert_eq!(&lock(&cache.state).plain_slots, expect);
+        }
+        read_items(r.as_ref(), &f, &data, &[1, 7, 3, 20], 1);
+        let slots = lock(&cache.state).plain_slots.clone();
+        drop(r);
+        obs.finish(Ended::Unmounted, None);
+        slots
+    };
+    let first = plain(None);
+    assert!(!first.is_empty());
+    plain(Some(&first));
 }
