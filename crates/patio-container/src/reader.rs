@@ -78,33 +78,74 @@ pub struct Reader {
 
 impl Reader {
     /// Opens the container at `dir`, reading and decoding every index log in
-    /// parallel threads.
+    /// parallel threads. The truncation log is read before the index logs are
+    /// listed, and every data log is opened at once: a compaction publishing
+    /// meanwhile removes logs only after their replacement is in place, so a log
+    /// that vanishes between the listing and its opening means "list again".
     pub fn open(dir: &Path) -> Result<Self> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match Self::open_once(dir)? {
+                Some(r) => return Ok(r),
+                None if attempt < 1000 => continue,
+                None => {
+                    return Err(ContainerError::Invalid(format!(
+                        "{}: index logs keep vanishing while being read",
+                        dir.display()
+                    )))
+                }
+            }
+        }
+    }
+
+    /// One attempt of [`Reader::open`]; `None` when a log vanished under it.
+    fn open_once(dir: &Path) -> Result<Option<Self>> {
         layout::read_marker(dir)?;
+        let truncations = layout::read_truncations(dir)?;
         let names = layout::list_writers(dir)?;
         let loaded = parallel_map(&names, |name| {
             let path = layout::index_path(dir, name);
-            let (bytes, stray) = read_index_log(&path)?;
+            let Some((bytes, stray)) = read_index_log(&path)? else {
+                return Ok(None);
+            };
             let (records, mut damage) = decode_log(&path, &bytes);
             damage.extend(stray);
-            Ok((
+            Ok(Some((
                 WriterLog {
                     name: name.clone(),
                     records,
                     disk_bytes: bytes.len() as u64,
                 },
                 damage,
-            ))
+            )))
         })?;
         let mut damage = Vec::new();
-        let writers = loaded
-            .into_iter()
-            .map(|(w, d)| {
-                damage.extend(d);
-                w
-            })
-            .collect();
-        Self::build(dir, writers, damage)
+        let mut writers = Vec::with_capacity(loaded.len());
+        for item in loaded {
+            let Some((w, d)) = item else {
+                return Ok(None);
+            };
+            damage.extend(d);
+            writers.push(w);
+        }
+        let reader = Self::build(dir, writers, damage, truncations)?;
+        for (chunk, w) in reader.writers.iter().enumerate() {
+            let path = layout::data_path(dir, &w.name);
+            match File::open(&path) {
+                Ok(f) => {
+                    let _ = reader.data[chunk].set(f);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if !layout::index_path(dir, &w.name).exists() {
+                        return Ok(None);
+                    }
+                }
+                // Reported by the read that needs it.
+                Err(_) => {}
+            }
+        }
+        Ok(Some(reader))
     }
 
     /// Builds the reader from index logs read elsewhere (by other MPI ranks).
@@ -123,12 +164,41 @@ impl Reader {
                 disk_bytes: log.disk_bytes,
             });
         }
-        Self::build(dir, writers, damage)
+        let truncations = layout::read_truncations(dir)?;
+        Self::build(dir, writers, damage, truncations)
     }
 
-    fn build(dir: &Path, mut writers: Vec<WriterLog>, mut damage: Vec<Damage>) -> Result<Self> {
+    /// A reader of some writers' logs only (`logs`, read by [`read_logs`]) under the
+    /// given truncations: what a compaction rewrites.
+    pub(crate) fn from_logs_with(
+        dir: &Path,
+        logs: Vec<LogBytes>,
+        truncations: (Vec<layout::Truncation>, Vec<Damage>),
+    ) -> Result<Self> {
+        let mut damage = Vec::new();
+        let mut writers = Vec::with_capacity(logs.len());
+        for log in logs {
+            damage.extend(log.damage.iter().cloned());
+            let path = layout::index_path(dir, &log.writer);
+            let (records, more) = decode_log(&path, &log.bytes);
+            damage.extend(more);
+            writers.push(WriterLog {
+                name: log.writer,
+                records,
+                disk_bytes: log.disk_bytes,
+            });
+        }
+        Self::build(dir, writers, damage, truncations)
+    }
+
+    fn build(
+        dir: &Path,
+        mut writers: Vec<WriterLog>,
+        mut damage: Vec<Damage>,
+        truncations: (Vec<layout::Truncation>, Vec<Damage>),
+    ) -> Result<Self> {
         let mode = layout::read_marker(dir)?;
-        let (truncations, more) = layout::read_truncations(dir)?;
+        let (truncations, more) = truncations;
         damage.extend(more);
         // Chunk numbers follow the writers' first offsets, so interleaved writers get
         // consecutive numbers and a tile's chunk column is one pattern.
@@ -322,7 +392,8 @@ impl Reader {
         Ok(())
     }
 
-    fn read_data(&self, chunk: usize, physical: u64, out: &mut [u8]) -> Result<()> {
+    /// Reads `out.len()` bytes of chunk `chunk`'s data log from `physical`.
+    pub(crate) fn read_data(&self, chunk: usize, physical: u64, out: &mut [u8]) -> Result<()> {
         let path = layout::data_path(&self.dir, &self.writers[chunk].name);
         let file = match self.data[chunk].get() {
             Some(f) => f,
@@ -482,14 +553,18 @@ fn parallel_map<T: Sync, R: Send>(
     Ok(out)
 }
 
-/// The bytes of an index log; a path named like one that is not a regular file (a
-/// stray directory) reads as an empty log with its damage.
-fn read_index_log(path: &Path) -> Result<(Vec<u8>, Option<Damage>)> {
+/// The bytes of an index log (`None` when it is gone: removed by a compaction); a
+/// path named like one that is not a regular file (a stray directory) reads as an
+/// empty log with its damage.
+fn read_index_log(path: &Path) -> Result<Option<(Vec<u8>, Option<Damage>)>> {
     if let Some(d) = layout::not_a_log(path) {
-        return Ok((Vec::new(), Some(d)));
+        return Ok(Some((Vec::new(), Some(d))));
     }
-    let bytes = fs::read(path).map_err(|e| ContainerError::io(path, e))?;
-    Ok((bytes, None))
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some((bytes, None))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ContainerError::io(path, e)),
+    }
 }
 
 /// Reads the named index logs (one rank's share), keeping each log's intact prefix
@@ -497,7 +572,9 @@ fn read_index_log(path: &Path) -> Result<(Vec<u8>, Option<Damage>)> {
 pub fn read_logs(dir: &Path, names: &[String]) -> Result<Vec<LogBytes>> {
     parallel_map(names, |name| {
         let path = layout::index_path(dir, name);
-        let (mut bytes, stray) = read_index_log(&path)?;
+        let (mut bytes, stray) = read_index_log(&path)?.ok_or_else(|| {
+            ContainerError::io(&path, std::io::Error::from(std::io::ErrorKind::NotFound))
+        })?;
         let disk_bytes = bytes.len() as u64;
         let (_, mut damage) = decode_log(&path, &bytes);
         damage.extend(stray);

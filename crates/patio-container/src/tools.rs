@@ -67,7 +67,7 @@ pub fn stat(dir: &Path) -> Result<QuickStat> {
         mtime = mtime.max(meta.last_key);
         match last {
             Some(t) if meta.last_key < t.key => {}
-            Some(t) if meta.first_key <= t.key => exact = false,
+            Some(t) if meta.first_key <= t.key && meta.clipped < t.key => exact = false,
             _ => size = size.max(meta.end),
         }
     }
