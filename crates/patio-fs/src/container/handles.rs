@@ -72,6 +72,7 @@ impl Shared {
             }
             if closed {
                 inner.generation += 1;
+                self.compactor.request(&f.dir(), false);
             }
             inner.handles == 0
         };
@@ -118,7 +119,9 @@ impl Shared {
                 }
             }
         }
+        self.compactor.stop();
         let c = &self.counters;
+        let k = &self.compactor.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Acquire);
         ContainerSummary {
             ended,
@@ -131,6 +134,11 @@ impl Shared {
             read_bytes: get(&c.read_bytes),
             reader_builds: get(&c.reader_builds),
             truncations: get(&c.truncations),
+            compactions: get(&k.runs),
+            compacted_logs: get(&k.logs),
+            reclaimed_bytes: get(&k.reclaimed),
+            compaction_errors: get(&k.errors),
+            first_compaction_error: lock(&k.first_error).clone(),
             failures: get(&c.failures),
             first_failure: lock(&self.first_failure).clone(),
         }

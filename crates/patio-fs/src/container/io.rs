@@ -180,6 +180,7 @@ impl Shared {
         f.last_write_ns.store(now_ns(), Ordering::Release);
         inner.generation += 1;
         inner.reader = None;
+        self.compactor.request(&dir, size == 0);
         Ok(())
     }
 }

@@ -40,6 +40,12 @@
 //! * **Truncation** (`truncate`, `ftruncate`, `open(O_TRUNC)`) closes every writer of
 //!   the file, then appends a truncation record; later writes open new writers (so
 //!   the container's size stays computable from its meta files alone).
+//! * **Compaction** ([`compactor`]): after a truncation or the close of a writer, a
+//!   background thread compacts the file when it passes the thresholds (index logs,
+//!   dead bytes; `patio mount container --compact-*`), and after a truncation to zero
+//!   always: the logs of ended writers are rewritten into one log set, or removed
+//!   when nothing of them is live, so files rewritten or truncated again and again
+//!   stay bounded.
 //! * **Unlink and rename.** Unlink removes the container; while handles are still
 //!   open it is first renamed to a hidden `.patio-unlinked.*` directory in the backend
 //!   root, which goes when the last handle is released (or at unmount). Rename closes
@@ -52,9 +58,10 @@
 //! The mount is split along its seams: [`state`] (per-file, per-handle and mount-wide
 //! state), [`namespace`] (attributes, lookups, creating, unlinking and renaming
 //! containers, listings), [`handles`] (open, release, the end of the mount), [`io`]
-//! (writers, publishing, reads, flushes, truncation) and [`dispatch`] (the request
-//! dispatch).
+//! (writers, publishing, reads, flushes, truncation), [`compactor`] (background
+//! compaction) and [`dispatch`] (the request dispatch).
 
+mod compactor;
 mod dispatch;
 mod handles;
 mod io;
@@ -67,7 +74,7 @@ use crate::session::{self, Ended, MountConfig};
 use crate::{shown, FsError, Result};
 use fuser::MountOption;
 use patio_container::layout;
-pub use patio_container::IndexMode;
+pub use patio_container::{IndexMode, Thresholds};
 use state::Shared;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -100,6 +107,8 @@ pub struct ContainerMount {
     pub allow_other: bool,
     /// `-o` mount options (comma-separated lists allowed).
     pub options: Vec<String>,
+    /// Background compaction thresholds; `None` turns it off.
+    pub compaction: Option<Thresholds>,
 }
 
 /// What the mount did, reported when it ends.
@@ -119,6 +128,14 @@ pub struct ContainerSummary {
     /// Readers (global indexes) built to serve reads.
     pub reader_builds: u64,
     pub truncations: u64,
+    /// Background compactions that replaced or removed logs, the index logs they
+    /// replaced, the bytes they reclaimed, and those that failed (with the first
+    /// message; applications never see these).
+    pub compactions: u64,
+    pub compacted_logs: u64,
+    pub reclaimed_bytes: u64,
+    pub compaction_errors: u64,
+    pub first_compaction_error: Option<String>,
     /// Container operations that failed (the application got an error, or a close at
     /// release could not report one), and the first such message.
     pub failures: u64,
@@ -171,10 +188,19 @@ pub struct ContainerFs {
 
 impl ContainerFs {
     /// A mount of `backend` (an existing directory, absolute) creating containers in
-    /// index mode `mode`.
+    /// index mode `mode`, compacting with the default thresholds.
     pub fn new(backend: PathBuf, mode: IndexMode) -> Self {
+        Self::with_compaction(backend, mode, Some(Thresholds::default()))
+    }
+
+    /// [`ContainerFs::new`] with the background compaction's thresholds (`None`: off).
+    pub fn with_compaction(
+        backend: PathBuf,
+        mode: IndexMode,
+        compaction: Option<Thresholds>,
+    ) -> Self {
         ContainerFs {
-            shared: Arc::new(Shared::new(backend, mode)),
+            shared: Arc::new(Shared::new(backend, mode, compaction)),
         }
     }
 }
@@ -210,7 +236,7 @@ pub fn run(req: &ContainerMount, notify: &mut dyn FnMut(&str)) -> Result<Contain
     let backend = check_backend(&req.backend)?;
     let mountpoint = session::check_mountpoint(&req.mountpoint, &backend)?;
     session::check_fuse()?;
-    let fs = ContainerFs::new(backend, req.index);
+    let fs = ContainerFs::with_compaction(backend, req.index, req.compaction);
     let shared = fs.shared.clone();
     let cfg = MountConfig {
         allow_other: req.allow_other || allow_other,

@@ -2,11 +2,12 @@
 //! process, its cached reader, its place), per open handle, and for the whole mount
 //! (inodes, handles, counters), with the lookups every request starts with.
 
+use super::compactor::Compactor;
 use super::UNLINKED_PREFIX;
 use crate::fusekit::{self, enoent, errno_of, lock, Handles, Inodes, Listings, R};
 use crate::tracing::process_of;
 use fuser::{Errno, FileHandle, INodeNo, Request};
-use patio_container::{ContainerError, IndexMode, Reader, Writer};
+use patio_container::{ContainerError, IndexMode, Reader, Thresholds, Writer};
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -137,11 +138,13 @@ pub(super) struct Shared {
     pub(super) first_failure: Mutex<Option<String>>,
     pub(super) counters: Counters,
     pub(super) finished: AtomicBool,
+    pub(super) compactor: Compactor,
 }
 
 impl Shared {
     /// The state of a new mount of `root` creating containers in index mode `mode`.
-    pub(super) fn new(root: PathBuf, mode: IndexMode) -> Self {
+    /// `compaction`: the background compaction's thresholds (`None`: off).
+    pub(super) fn new(root: PathBuf, mode: IndexMode, compaction: Option<Thresholds>) -> Self {
         Shared {
             root,
             mode,
@@ -160,6 +163,7 @@ impl Shared {
             first_failure: Mutex::new(None),
             counters: Counters::default(),
             finished: AtomicBool::new(false),
+            compactor: Compactor::new(compaction),
         }
     }
 
