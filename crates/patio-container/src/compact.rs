@@ -8,8 +8,10 @@
 //! Writers active during a compaction are never touched: their logs are not sources,
 //! and the compacted records keep the keys of the writes they hold, so the order of
 //! every overlap with an active writer (newest key wins) stays what it was. Inside
-//! the compacted set each live byte belongs to exactly one record, one record per
-//! distinct original key.
+//! the compacted set each live byte belongs to exactly one record. Keys older than
+//! every record of the writers left alone are merged into one (the newest of them):
+//! live bytes do not overlap, and nothing else orders against them, so with no
+//! active writer the whole set is one record key (a few records at most).
 //!
 //! Crash safety — the steps, each durable before the next:
 //! 1. the new data and index logs are written under temporary names (`.compact.*`)
@@ -196,7 +198,7 @@ fn run(dir: &Path, out: &mut Compacted, budget: &mut Budget) -> Result<()> {
         return Err(damaged(dir, d));
     }
     let reader = Reader::from_logs_with(dir, logs, truncations.clone())?;
-    let live = live_extents(&reader);
+    let live = merge_keys(live_extents(&reader), oldest_kept_key(dir, &sources)?);
     out.sources = sources.len() as u64;
     for name in &sources {
         out.bytes_before +=
@@ -294,6 +296,45 @@ fn remove_if_there(path: &Path) -> Result<bool> {
 /// key of the write it comes from.
 type Live = BTreeMap<u64, Vec<(u64, u64, usize, u64)>>;
 
+/// The oldest record key of the logs that are not `sources` (`u64::MAX` when they
+/// have none; 0 when one cannot be told without reading its index).
+fn oldest_kept_key(dir: &Path, sources: &[String]) -> Result<u64> {
+    let mut oldest = u64::MAX;
+    for name in layout::list_writers(dir)? {
+        if sources.contains(&name) {
+            continue;
+        }
+        match WriterMeta::read(&layout::meta_path(dir, &name)) {
+            Some(m) if m.first_key == 0 => {}
+            Some(m) => oldest = oldest.min(m.first_key),
+            None => {
+                // A writer that has not flushed yet writes only later keys; one whose
+                // meta is damaged could hold any.
+                if file_len(&layout::index_path(dir, &name)) > layout::LOG_HEADER as u64 {
+                    return Ok(0);
+                }
+            }
+        }
+    }
+    Ok(oldest)
+}
+
+/// Moves the runs of every key older than `barrier` under the newest such key.
+fn merge_keys(live: Live, barrier: u64) -> Live {
+    let Some(&top) = live.keys().rev().find(|&&k| k < barrier) else {
+        return live;
+    };
+    let mut out = Live::new();
+    for (key, runs) in live {
+        let k = if key < barrier { top } else { key };
+        out.entry(k).or_default().extend(runs);
+    }
+    for runs in out.values_mut() {
+        runs.sort_unstable_by_key(|r| r.0);
+    }
+    out
+}
+
 /// Every live byte range of the reader, split at the writes it comes from.
 fn live_extents(reader: &Reader) -> Live {
     // Per chunk: (physical start, physical end, key) of every write, by start.
@@ -373,7 +414,7 @@ fn write_set(
     };
     for (&key, runs) in live {
         for group in runs.chunks(DEFAULT_INDEX_BUFFER) {
-            let mut entries = Vec::with_capacity(group.len());
+            let mut entries: Vec<IndexEntry> = Vec::with_capacity(group.len());
             for &(logical, length, chunk, from) in group {
                 let mut done = 0u64;
                 while done < length {
@@ -384,11 +425,16 @@ fn write_set(
                         .map_err(|e| ContainerError::io(&tmp_data, e))?;
                     done += n as u64;
                 }
-                entries.push(IndexEntry {
+                let entry = IndexEntry {
                     logical,
                     length,
                     physical,
-                });
+                };
+                // Runs that meet logically are contiguous in the new data log too.
+                match entries.last_mut() {
+                    Some(last) if last.continued_by(&entry) => last.length += length,
+                    _ => entries.push(entry),
+                }
                 physical += length;
                 meta.end = meta.end.max(logical + length);
                 meta.bytes += length;

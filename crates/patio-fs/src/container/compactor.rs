@@ -2,8 +2,8 @@
 //! a file's writer, the file's backend directory is queued; one worker thread checks
 //! the thresholds (`patio_container::needs_compaction`: more index logs than
 //! `max_logs`, or logs larger than `dead_ratio` × the file plus `min_dead`) and
-//! compacts (`patio_container::compact`), never waiting for a compaction someone
-//! else runs. A truncation to zero compacts whatever the thresholds: everything it
+//! compacts (`patio_container::compact`; a compaction someone else runs is waited
+//! for, then this one finds little or nothing to do). A truncation to zero compacts whatever the thresholds: everything it
 //! cut goes at once.
 //!
 //! Compaction takes only the logs of ended writers (writers still open hold a lock
@@ -118,7 +118,7 @@ fn run_one(dir: &Path, force: bool, t: &Thresholds, c: &CompactionCounters) {
     }
     .and_then(|go| {
         if go {
-            compact(dir, false).map(Some)
+            compact(dir, true).map(Some)
         } else {
             Ok(None)
         }
