@@ -3,8 +3,10 @@
 //! the thresholds (`patio_container::needs_compaction`: more index logs than
 //! `max_logs`, or logs larger than `dead_ratio` × the file plus `min_dead`) and
 //! compacts (`patio_container::compact`; a compaction someone else runs is waited
-//! for, then this one finds little or nothing to do). A truncation to zero compacts whatever the thresholds: everything it
-//! cut goes at once.
+//! for, then this one finds little or nothing to do). A truncation to zero, and the
+//! release of a file's last open handle, compact whatever the thresholds: everything
+//! the truncation cut goes at once, and a file nobody has open is left as one log
+//! set.
 //!
 //! Compaction takes only the logs of ended writers (writers still open hold a lock
 //! on theirs), so requests never wait for it; readers the mount has built keep

@@ -79,6 +79,8 @@ impl Shared {
         if !last {
             return;
         }
+        // Nobody has the file open: its log sets can become one.
+        self.compactor.request(&f.dir(), true);
         let mut files = lock(&self.files);
         let inner = lock(&f.inner);
         if inner.handles > 0 {
