@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from container_fuse import PATIO, Mount  # noqa: E402
+from container_fuse import PATIO, Mount
 
 MIB = 1 << 20
 # A container's files besides its log sets: marker, truncation log, two lock files.
