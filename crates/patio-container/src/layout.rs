@@ -229,8 +229,12 @@ pub fn index_log_header() -> [u8; LOG_HEADER] {
 /// Claims a fresh writer name by creating its index log exclusively; returns the
 /// name and the open index log (header written).
 pub fn claim_writer(dir: &Path) -> Result<(String, File)> {
+    // A process never reuses a name it had, even after a compaction removed the log
+    // (readers recognise a log they read before by its name and file).
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let base = claim_base();
-    for n in 0u64.. {
+    loop {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("{base}.{n}");
         let path = index_path(dir, &name);
         match OpenOptions::new()
@@ -254,7 +258,6 @@ pub fn claim_writer(dir: &Path) -> Result<(String, File)> {
             Err(e) => return Err(ContainerError::io(&path, e)),
         }
     }
-    unreachable!("writer names are unbounded")
 }
 
 /// Damage when `path` (a log's name) is something else than a regular file: a stray

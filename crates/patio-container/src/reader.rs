@@ -37,6 +37,10 @@ struct WriterLog {
     name: String,
     records: Vec<Record>,
     disk_bytes: u64,
+    /// `(device, inode)` of the index log read, and whether all of it decoded: a
+    /// [`Reader::refresh`] then reads only what was appended since.
+    file: Option<(u64, u64)>,
+    clean: bool,
 }
 
 /// What `patio container stat` reports.
@@ -86,7 +90,7 @@ impl Reader {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match Self::open_once(dir)? {
+            match Self::open_once(dir, None)? {
                 Some(r) => return Ok(r),
                 None if attempt < 1000 => continue,
                 None => {
@@ -99,26 +103,41 @@ impl Reader {
         }
     }
 
-    /// One attempt of [`Reader::open`]; `None` when a log vanished under it.
-    fn open_once(dir: &Path) -> Result<Option<Self>> {
+    /// A reader of the container as it is now, reading only what changed since this
+    /// reader was built: index logs that grew are read from where this reader stopped
+    /// (logs only grow, and a log is the same file when its device and inode are),
+    /// new logs entirely, and logs that went (compacted) are dropped. The merge of
+    /// every writer's records into the global index is redone.
+    pub fn refresh(&self) -> Result<Self> {
+        for _ in 0..1000 {
+            if let Some(r) = Self::open_once(&self.dir, Some(self))? {
+                return Ok(r);
+            }
+        }
+        Err(ContainerError::Invalid(format!(
+            "{}: index logs keep vanishing while being read",
+            self.dir.display()
+        )))
+    }
+
+    /// One attempt of [`Reader::open`] (or, from `prev`, of [`Reader::refresh`]);
+    /// `None` when a log vanished under it.
+    fn open_once(dir: &Path, prev: Option<&Reader>) -> Result<Option<Self>> {
         layout::read_marker(dir)?;
         let truncations = layout::read_truncations(dir)?;
         let names = layout::list_writers(dir)?;
-        let loaded = parallel_map(&names, |name| {
-            let path = layout::index_path(dir, name);
-            let Some((bytes, stray)) = read_index_log(&path)? else {
-                return Ok(None);
-            };
-            let (records, mut damage) = decode_log(&path, &bytes);
-            damage.extend(stray);
-            Ok(Some((
-                WriterLog {
-                    name: name.clone(),
-                    records,
-                    disk_bytes: bytes.len() as u64,
-                },
-                damage,
-            )))
+        let known: std::collections::HashMap<&str, &WriterLog> = prev
+            .into_iter()
+            .flat_map(|r| &r.writers)
+            .filter(|w| w.clean && w.file.is_some())
+            .map(|w| (w.name.as_str(), w))
+            .collect();
+        let loaded = parallel_map(&names, |name| match known.get(name.as_str()) {
+            Some(old) => match extend_log(dir, old)? {
+                Some(grown) => Ok(Some(grown)),
+                None => load_log(dir, name),
+            },
+            None => load_log(dir, name),
         })?;
         let mut damage = Vec::new();
         let mut writers = Vec::with_capacity(loaded.len());
@@ -151,21 +170,8 @@ impl Reader {
     /// Builds the reader from index logs read elsewhere (by other MPI ranks).
     pub fn from_logs(dir: &Path, logs: Vec<LogBytes>) -> Result<Self> {
         layout::read_marker(dir)?;
-        let mut damage = Vec::new();
-        let mut writers = Vec::with_capacity(logs.len());
-        for log in logs {
-            damage.extend(log.damage.iter().cloned());
-            let path = layout::index_path(dir, &log.writer);
-            let (records, more) = decode_log(&path, &log.bytes);
-            damage.extend(more);
-            writers.push(WriterLog {
-                name: log.writer,
-                records,
-                disk_bytes: log.disk_bytes,
-            });
-        }
         let truncations = layout::read_truncations(dir)?;
-        Self::build(dir, writers, damage, truncations)
+        Self::from_logs_with(dir, logs, truncations)
     }
 
     /// A reader of some writers' logs only (`logs`, read by [`read_logs`]) under the
@@ -186,6 +192,8 @@ impl Reader {
                 name: log.writer,
                 records,
                 disk_bytes: log.disk_bytes,
+                file: None,
+                clean: false,
             });
         }
         Self::build(dir, writers, damage, truncations)
@@ -248,6 +256,11 @@ impl Reader {
 
     pub fn size(&self) -> u64 {
         self.index.size()
+    }
+
+    /// The container's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     pub fn mode(&self) -> IndexMode {
@@ -551,6 +564,90 @@ fn parallel_map<T: Sync, R: Send>(
         out.extend(p?);
     }
     Ok(out)
+}
+
+/// Reads and decodes one writer's index log (`None` when it is gone).
+fn load_log(dir: &Path, name: &str) -> Result<Option<(WriterLog, Vec<Damage>)>> {
+    use std::os::unix::fs::MetadataExt;
+    let path = layout::index_path(dir, name);
+    let file = fs::metadata(&path).ok().map(|m| (m.dev(), m.ino()));
+    let Some((bytes, stray)) = read_index_log(&path)? else {
+        return Ok(None);
+    };
+    let (records, mut damage) = decode_log(&path, &bytes);
+    damage.extend(stray);
+    let same = fs::metadata(&path).ok().map(|m| (m.dev(), m.ino())) == file;
+    Ok(Some((
+        WriterLog {
+            name: name.to_string(),
+            records,
+            disk_bytes: bytes.len() as u64,
+            file,
+            clean: damage.is_empty() && same && !bytes.is_empty(),
+        },
+        damage,
+    )))
+}
+
+/// `old`'s log with what was appended to it since it was read; `None` when the log
+/// is another file now (or gone, or shorter), to be read whole.
+fn extend_log(dir: &Path, old: &WriterLog) -> Result<Option<(WriterLog, Vec<Damage>)>> {
+    use std::os::unix::fs::MetadataExt;
+    let path = layout::index_path(dir, &old.name);
+    let f = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ContainerError::io(&path, e)),
+    };
+    let m = f.metadata().map_err(|e| ContainerError::io(&path, e))?;
+    if old.file != Some((m.dev(), m.ino())) || !m.is_file() || m.len() < old.disk_bytes {
+        return Ok(None);
+    }
+    let mut tail = vec![0u8; (m.len() - old.disk_bytes) as usize];
+    let mut done = 0;
+    while done < tail.len() {
+        match f.read_at(&mut tail[done..], old.disk_bytes + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ContainerError::io(&path, e)),
+        }
+    }
+    tail.truncate(done);
+    let mut records = old.records.clone();
+    let mut damage = Vec::new();
+    let base = old.disk_bytes as usize;
+    let total = old.disk_bytes + tail.len() as u64;
+    let (frames, err) = read_frames(&tail, base);
+    for (at, payload) in frames {
+        match record::decode(&path, at, payload) {
+            Ok(r) => records.push(r),
+            Err(e) => {
+                damage.push(Damage {
+                    path: path.clone(),
+                    offset: at as u64 - 8,
+                    reason: e.to_string(),
+                    lost_bytes: total - (at as u64 - 8),
+                });
+                break;
+            }
+        }
+    }
+    if damage.is_empty() {
+        if let Some(e) = err {
+            damage.push(layout::frame_damage(&path, total, e));
+        }
+    }
+    Ok(Some((
+        WriterLog {
+            name: old.name.clone(),
+            records,
+            disk_bytes: total,
+            file: old.file,
+            clean: damage.is_empty(),
+        },
+        damage,
+    )))
 }
 
 /// The bytes of an index log (`None` when it is gone: removed by a compaction); a

@@ -76,6 +76,8 @@ struct Harness<'a> {
     dirty: Vec<bool>,
     buffer: usize,
     model: Vec<u8>,
+    /// A reader kept across checks and refreshed (incremental index load) at each.
+    last: Option<Reader>,
 }
 
 impl Harness<'_> {
@@ -134,6 +136,16 @@ impl Harness<'_> {
         let mut whole = vec![0u8; self.model.len()];
         assert_eq!(r.read_at(&mut whole, 0).unwrap(), self.model.len());
         assert!(whole == self.model, "whole file");
+        let kept = match self.last.take() {
+            Some(old) => old.refresh().unwrap(),
+            None => r,
+        };
+        assert!(kept.damage().is_empty(), "{:?}", kept.damage());
+        assert_eq!(kept.size(), self.model.len() as u64, "refreshed size");
+        let mut again = vec![0u8; self.model.len()];
+        assert_eq!(kept.read_at(&mut again, 0).unwrap(), self.model.len());
+        assert!(again == self.model, "whole file through a refreshed reader");
+        self.last = Some(kept);
     }
 }
 
@@ -147,6 +159,7 @@ fn run(mode: IndexMode, buffer: usize, ops: Vec<Op>) {
         dirty: vec![false; 3],
         buffer,
         model: Vec::new(),
+        last: None,
     };
     for op in ops {
         match op {

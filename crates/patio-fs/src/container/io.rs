@@ -102,15 +102,18 @@ impl Shared {
         Ok(())
     }
 
-    /// The file's reader, rebuilt when the index changed since it was built.
+    /// The file's reader, rebuilt when the index changed since it was built: from
+    /// the previous reader when there is one of the same container (only the index
+    /// bytes appended since, and new logs, are read), else from scratch.
     pub(super) fn reader_of(&self, f: &FileState) -> R<Arc<Reader>> {
         let mut inner = lock(&f.inner);
-        if let Some((generation, r)) = &inner.reader {
-            if *generation == inner.generation {
-                return Ok(r.clone());
-            }
-        }
-        let r = Arc::new(Reader::open(&f.dir()).map_err(|e| self.fail(&e))?);
+        let dir = f.dir();
+        let r = match &inner.reader {
+            Some((generation, r)) if *generation == inner.generation => return Ok(r.clone()),
+            Some((_, r)) if r.dir() == dir => r.refresh(),
+            _ => Reader::open(&dir),
+        };
+        let r = Arc::new(r.map_err(|e| self.fail(&e))?);
         self.counters.reader_builds.fetch_add(1, Ordering::Relaxed);
         // A reader that met a damaged (perhaps half-written) record is not kept.
         inner.reader = r.damage().is_empty().then(|| (inner.generation, r.clone()));
