@@ -203,19 +203,25 @@ pub struct ContainerArgs {
     /// sync, dirsync, allow_other, fsname=NAME (and their opposites).
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
-    /// Background compaction: compact a file whose container holds more than N index
-    /// logs (checked after each truncation and each close of a writer).
+    /// Background compaction: merge a file's small logs (see --compact-small-log)
+    /// when its container holds more than N index logs (checked after each
+    /// truncation and each close of a writer; a file nobody has open, or truncated to
+    /// zero, as soon as it holds two).
     #[arg(long, value_name = "N", default_value_t = Thresholds::default().max_logs,
           value_parser = clap::value_parser!(u64).range(1..))]
     compact_max_logs: u64,
-    /// Background compaction: compact a file whose logs occupy more than RATIO × its
-    /// size plus --compact-min-dead bytes.
+    /// Background compaction: compact all of a file whose logs occupy more than
+    /// RATIO × its size plus --compact-min-dead bytes.
     #[arg(long, value_name = "RATIO", default_value_t = Thresholds::default().dead_ratio,
           value_parser = parse_ratio)]
     compact_dead_ratio: f64,
     /// Background compaction: dead bytes always tolerated (see --compact-dead-ratio).
     #[arg(long, value_name = "BYTES", default_value_t = Thresholds::default().min_dead)]
     compact_min_dead: u64,
+    /// Background compaction: logs whose data log is larger are not rewritten just
+    /// to lower the log count (an N-1 file's per-process logs stay as written).
+    #[arg(long, value_name = "BYTES", default_value_t = Thresholds::default().small_log)]
+    compact_small_log: u64,
     /// No background compaction (`patio container compact` still works).
     #[arg(long)]
     no_compact: bool,
@@ -558,6 +564,7 @@ fn container_mount(args: ContainerArgs) -> Result<()> {
             max_logs: args.compact_max_logs,
             dead_ratio: args.compact_dead_ratio,
             min_dead: args.compact_min_dead,
+            small_log: args.compact_small_log,
         }),
     };
     let pid = std::process::id();

@@ -49,15 +49,19 @@ const MANIFEST_MAGIC: &[u8; 4] = b"PCMP";
 const MANIFEST_VERSION: u16 = 1;
 const TEMP_PREFIX: &str = ".compact.";
 
-/// When the mount compacts a file on its own (after a truncation or a last close).
+/// When the mount compacts a file on its own (after a truncation or a close), see
+/// [`plan`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Thresholds {
-    /// Compact when the container holds more than this many index logs.
+    /// Merge the small logs when the container holds more than this many index logs.
     pub max_logs: u64,
-    /// Compact when the logs occupy more than `dead_ratio` × the logical size plus
-    /// `min_dead` bytes.
+    /// Compact everything when the logs occupy more than `dead_ratio` × the logical
+    /// size plus `min_dead` bytes.
     pub dead_ratio: f64,
     pub min_dead: u64,
+    /// Logs whose data log is larger are not rewritten just to lower the log count
+    /// (an N-1 checkpoint's per-process logs stay as they are; dead bytes still count).
+    pub small_log: u64,
 }
 
 impl Default for Thresholds {
@@ -66,8 +70,19 @@ impl Default for Thresholds {
             max_logs: 8,
             dead_ratio: 2.0,
             min_dead: 1 << 20,
+            small_log: 1 << 20,
         }
     }
+}
+
+/// What a compaction should take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Plan {
+    Nothing,
+    /// Every ended writer's logs.
+    All,
+    /// The ended writers whose data log is at most this many bytes.
+    SmallLogs(u64),
 }
 
 /// What [`compact`] did.
@@ -94,26 +109,68 @@ pub struct Compacted {
     pub busy: bool,
 }
 
-/// Whether `dir` passes one of the thresholds (from the writers' files alone).
-pub fn needs_compaction(dir: &Path, t: &Thresholds) -> Result<bool> {
+/// What to compact in `dir` under `t` (from the writers' files alone): everything
+/// when the logs hold more than `dead_ratio` × the size + `min_dead` bytes (or an
+/// interrupted compaction left files); the small logs when there are more than
+/// `max_logs` logs — or, `at_rest` (nobody has the file open, or it was truncated to
+/// zero), more than one — and at least two of them are small.
+pub fn plan(dir: &Path, t: &Thresholds, at_rest: bool) -> Result<Plan> {
+    if has_leftovers(dir)? {
+        return Ok(Plan::All);
+    }
     let logs = layout::list_writers(dir)?.len() as u64;
-    if logs > t.max_logs || has_leftovers(dir)? {
-        return Ok(true);
+    if logs == 0 {
+        return Ok(Plan::Nothing);
     }
     let q = crate::tools::stat(dir)?;
-    Ok(q.disk_bytes as f64 > q.size as f64 * t.dead_ratio + t.min_dead as f64)
+    // An empty file's logs are all dead: removing them copies nothing.
+    if q.size == 0 || q.disk_bytes as f64 > q.size as f64 * t.dead_ratio + t.min_dead as f64 {
+        return Ok(Plan::All);
+    }
+    let limit = if at_rest { 1 } else { t.max_logs };
+    let small = |names: &[String]| {
+        names
+            .iter()
+            .filter(|n| file_len(&layout::data_path(dir, n)) <= t.small_log)
+            .count()
+    };
+    Ok(if logs > limit && small(&layout::list_writers(dir)?) >= 2 {
+        Plan::SmallLogs(t.small_log)
+    } else {
+        Plan::Nothing
+    })
 }
 
 /// Compacts the container at `dir` (see the module documentation); waits for a
 /// compaction already running when `wait`, else returns at once with `busy`.
 pub fn compact(dir: &Path, wait: bool) -> Result<Compacted> {
-    compact_steps(dir, wait, u64::MAX)
+    compact_scoped(dir, wait, None, u64::MAX)
+}
+
+/// [`compact`] of what `plan` says (nothing for [`Plan::Nothing`]).
+pub fn compact_planned(dir: &Path, wait: bool, plan: Plan) -> Result<Compacted> {
+    match plan {
+        Plan::Nothing => Ok(Compacted::default()),
+        Plan::All => compact_scoped(dir, wait, None, u64::MAX),
+        Plan::SmallLogs(limit) => compact_scoped(dir, wait, Some(limit), u64::MAX),
+    }
 }
 
 /// [`compact`], stopping (as a crash would) after `steps` durable steps: how the
 /// tests interrupt it at every point.
 #[doc(hidden)]
 pub fn compact_steps(dir: &Path, wait: bool, steps: u64) -> Result<Compacted> {
+    compact_scoped(dir, wait, None, steps)
+}
+
+/// A compaction of the ended writers' logs — those whose data log is at most
+/// `max_source` bytes, if given — stopping after `steps` steps.
+fn compact_scoped(
+    dir: &Path,
+    wait: bool,
+    max_source: Option<u64>,
+    steps: u64,
+) -> Result<Compacted> {
     layout::read_marker(dir)?;
     let kind = if wait {
         LockKind::Exclusive
@@ -131,7 +188,7 @@ pub fn compact_steps(dir: &Path, wait: bool, steps: u64) -> Result<Compacted> {
         ..Compacted::default()
     };
     let mut budget = Budget(steps);
-    run(dir, &mut out, &mut budget)?;
+    run(dir, &mut out, &mut budget, max_source)?;
     Ok(out)
 }
 
@@ -172,15 +229,24 @@ fn ended_writers(dir: &Path, names: &[String]) -> Result<(Vec<String>, Vec<File>
     Ok((ended, locks, active))
 }
 
-fn run(dir: &Path, out: &mut Compacted, budget: &mut Budget) -> Result<()> {
+fn run(
+    dir: &Path,
+    out: &mut Compacted,
+    budget: &mut Budget,
+    max_source: Option<u64>,
+) -> Result<()> {
     let mode = layout::read_marker(dir)?;
     let truncations = layout::read_truncations(dir)?;
     if !truncations.1.is_empty() {
         return Err(damaged(dir, &truncations.1[0]));
     }
     let names = layout::list_writers(dir)?;
-    let (sources, _locks, active) = ended_writers(dir, &names)?;
+    let (mut sources, _locks, active) = ended_writers(dir, &names)?;
     out.active = active;
+    if let Some(limit) = max_source {
+        // Large logs stay (locked until the end, like every ended writer's).
+        sources.retain(|n| file_len(&layout::data_path(dir, n)) <= limit);
+    }
     let prunable = truncations.0.len() > 1;
     let empty = |n: &String| file_len(&layout::index_path(dir, n)) <= layout::LOG_HEADER as u64;
     let worth = sources.len() >= 2

@@ -29,7 +29,7 @@ pub mod segments;
 pub mod tools;
 pub mod writer;
 
-pub use compact::{compact, needs_compaction, Compacted, Thresholds};
+pub use compact::{compact, compact_planned, plan, Compacted, Plan, Thresholds};
 pub use error::{ContainerError, Result};
 pub use global::{GlobalIndex, IndexStats};
 pub use layout::{Damage, IndexMode, WriterMeta};

@@ -4,7 +4,7 @@
 //! containers written before compaction existed (version-1 meta files) still open
 //! and compact.
 
-use patio_container::compact::{compact, needs_compaction, Thresholds};
+use patio_container::compact::{compact, compact_planned, plan, Plan, Thresholds};
 use patio_container::{layout, stat, truncate, IndexMode, Reader, Writer};
 use std::path::Path;
 
@@ -70,9 +70,7 @@ fn two_hundred_rewrites_keep_the_container_bounded() {
             w.write_at(i as u64 * 4096, piece).unwrap();
         }
         w.close().unwrap();
-        if needs_compaction(&dir, &t).unwrap() {
-            compact(&dir, true).unwrap();
-        }
+        compact_planned(&dir, true, plan(&dir, &t, true).unwrap()).unwrap();
         let (files, bytes) = footprint(&dir);
         assert!(
             files <= 6 + 3 * t.max_logs as usize,
@@ -85,6 +83,37 @@ fn two_hundred_rewrites_keep_the_container_bounded() {
     }
     assert_eq!(read_all(&dir), last);
     assert_eq!(stat(&dir).unwrap().size, 64 << 10);
+}
+
+#[test]
+fn plans_leave_large_logs_alone_unless_bytes_are_dead() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("f");
+    let t = Thresholds {
+        max_logs: 2,
+        small_log: 10_000,
+        ..Thresholds::default()
+    };
+    // Two large logs (an N-1 file's per-process logs), three small ones.
+    for i in 0..5u64 {
+        let mut w = Writer::create(&dir, IndexMode::Pattern).unwrap();
+        let len = if i < 2 { 50_000 } else { 100 };
+        w.write_at(i * 50_000, &data(i as u8, len)).unwrap();
+        w.close().unwrap();
+    }
+    let before = read_all(&dir);
+    assert_eq!(plan(&dir, &t, false).unwrap(), Plan::SmallLogs(10_000));
+    let done = compact_planned(&dir, true, plan(&dir, &t, false).unwrap()).unwrap();
+    assert_eq!(done.sources, 3);
+    assert_eq!(layout::list_writers(&dir).unwrap().len(), 3);
+    assert_eq!(read_all(&dir), before);
+    assert_eq!(plan(&dir, &t, false).unwrap(), Plan::Nothing);
+    // Cut to nothing: the dead bytes call for everything.
+    truncate(&dir, 0).unwrap();
+    assert_eq!(plan(&dir, &t, false).unwrap(), Plan::All);
+    compact_planned(&dir, true, Plan::All).unwrap();
+    assert!(layout::list_writers(&dir).unwrap().is_empty());
+    assert_eq!(plan(&dir, &t, true).unwrap(), Plan::Nothing);
 }
 
 #[test]

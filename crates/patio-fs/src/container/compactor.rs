@@ -1,12 +1,12 @@
 //! The container mount's background compaction: after a truncation or the close of
-//! a file's writer, the file's backend directory is queued; one worker thread checks
-//! the thresholds (`patio_container::needs_compaction`: more index logs than
-//! `max_logs`, or logs larger than `dead_ratio` × the file plus `min_dead`) and
-//! compacts (`patio_container::compact`; a compaction someone else runs is waited
-//! for, then this one finds little or nothing to do). A truncation to zero, and the
-//! release of a file's last open handle, compact whatever the thresholds: everything
-//! the truncation cut goes at once, and a file nobody has open is left as one log
-//! set.
+//! a file's writer, the file's backend directory is queued; one worker thread plans
+//! (`patio_container::plan`: everything when the logs are larger than `dead_ratio` ×
+//! the file plus `min_dead`; the small logs, data up to `small_log` bytes, when
+//! there are more than `max_logs`) and compacts (`patio_container::compact_planned`;
+//! a compaction someone else runs is waited for). After a truncation to zero and
+//! at the release of a file's last open handle the file is *at rest*: its small logs
+//! are merged as soon as there are two, so a small file nobody has open is one log
+//! set, while an N-1 checkpoint's large per-process logs stay as written.
 //!
 //! Compaction takes only the logs of ended writers (writers still open hold a lock
 //! on theirs), so requests never wait for it; readers the mount has built keep
@@ -14,7 +14,7 @@
 //! sees the compacted set. Failures do not reach applications: they are counted and
 //! the first is reported when the mount ends.
 
-use patio_container::compact::{compact, needs_compaction, Thresholds};
+use patio_container::compact::{compact_planned, plan, Thresholds};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,7 +37,7 @@ pub(super) struct CompactionCounters {
 /// The queue and its worker thread (`None` when compaction is off).
 pub(super) struct Compactor {
     thresholds: Option<Thresholds>,
-    /// Queued directories → whether the thresholds are skipped.
+    /// Queued directories → whether the file is at rest.
     pending: Arc<Mutex<HashMap<PathBuf, bool>>>,
     tx: Mutex<Option<mpsc::Sender<PathBuf>>>,
     worker: Mutex<Option<JoinHandle<()>>>,
@@ -81,7 +81,7 @@ impl Compactor {
         }
     }
 
-    /// Queues `dir` (once, however often it is asked); `force` skips the thresholds.
+    /// Queues `dir` (once, however often it is asked); `force`: the file is at rest.
     pub(super) fn request(&self, dir: &Path, force: bool) {
         if self.thresholds.is_none() {
             return;
@@ -113,18 +113,7 @@ fn run_one(dir: &Path, force: bool, t: &Thresholds, c: &CompactionCounters) {
         // Unlinked or renamed since it was queued.
         return;
     }
-    let result = if force {
-        Ok(true)
-    } else {
-        needs_compaction(dir, t)
-    }
-    .and_then(|go| {
-        if go {
-            compact(dir, true).map(Some)
-        } else {
-            Ok(None)
-        }
-    });
+    let result = plan(dir, t, force).and_then(|p| compact_planned(dir, true, p).map(Some));
     match result {
         Ok(Some(done)) if done.sources > 0 => {
             c.runs.fetch_add(1, Ordering::Relaxed);
