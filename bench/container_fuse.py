@@ -112,7 +112,7 @@ class Mount:
     """A ``patio mount container`` (or, for ``index=None``, ``patio mount trace``)
     process, stopped with ``fusermount3 -u``."""
 
-    def __init__(self, backend: Path, mnt: Path, index: str | None):
+    def __init__(self, backend: Path, mnt: Path, index: str | None, *extra: str):
         self.mnt = mnt
         backend.mkdir()
         mnt.mkdir()
@@ -121,6 +121,7 @@ class Mount:
             cmd = [patio_binary(), "mount", "trace", str(backend), str(mnt), "--out", str(out)]
         else:
             cmd = [patio_binary(), "mount", "container", str(backend), str(mnt), "--index", index]
+            cmd += extra
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 15
         while not os.path.ismount(mnt):

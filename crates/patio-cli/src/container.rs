@@ -1,11 +1,12 @@
 //! `patio container …`: tools for pattern-indexed containers (the log-structured N-1
 //! files of patio-container): `stat` (the index and its compression), `map` (the
-//! index as a trace CSV for `patio analyze`), `check` (verify every record) and
-//! `flatten` (write the logical file as a plain file).
+//! index as a trace CSV for `patio analyze`), `check` (verify every record),
+//! `flatten` (write the logical file as a plain file) and `compact` (rewrite the
+//! ended writers' live data into one log set).
 
 use crate::bench::{human_bytes, progress, sig3, write_stdout, PipeOut};
 use anyhow::{bail, Context, Result};
-use patio_container::{check, flatten, stat, Reader};
+use patio_container::{check, compact, flatten, stat, Reader};
 use patio_core::trace::{Op, StreamKey, Trace};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -57,6 +58,21 @@ pub enum ContainerCommand {
         #[arg(long)]
         force: bool,
     },
+    /// Rewrite the live data of every ended writer into one log set and remove the logs it replaces, crash-safely.
+    ///
+    /// Writers still writing (a process holding the file open through a mount or
+    /// the library) are left alone; their logs stay as they are. Logs that hold
+    /// nothing live (everything cut by a truncation) are removed with no
+    /// replacement, and truncation records nothing needs any more are dropped. The
+    /// new logs are written under temporary names, synced and published by one
+    /// rename; a compaction killed at any point loses nothing, and what it leaves is
+    /// cleaned by the next compaction or writer. Waits for a compaction already
+    /// running on the same container. A damaged container is refused.
+    Compact {
+        path: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub fn run(cmd: ContainerCommand) -> Result<()> {
@@ -68,6 +84,7 @@ pub fn run(cmd: ContainerCommand) -> Result<()> {
         } => stat_cmd(path, json, patterns),
         ContainerCommand::Map { path, out } => map_cmd(path, out),
         ContainerCommand::Check { path, json } => check_cmd(path, json),
+        ContainerCommand::Compact { path, json } => compact_cmd(path, json),
         ContainerCommand::Flatten { path, out, force } => {
             if !force {
                 // Every damaged place, before the one-line refusal.
@@ -93,6 +110,88 @@ pub fn run(cmd: ContainerCommand) -> Result<()> {
             Ok(())
         }
     }
+}
+
+#[derive(Serialize)]
+struct CompactReport {
+    path: String,
+    size: u64,
+    sources: u64,
+    active_writers: u64,
+    new_log_set: Option<String>,
+    live_bytes: u64,
+    records: u64,
+    files_before: u64,
+    files_after: u64,
+    disk_bytes_before: u64,
+    disk_bytes_after: u64,
+    truncations_dropped: u64,
+    recovered_files: u64,
+    ms: f64,
+}
+
+/// Files and allocated bytes of the container directory.
+fn footprint(path: &std::path::Path) -> Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let (mut files, mut bytes) = (0u64, 0u64);
+    for e in std::fs::read_dir(path).with_context(|| path.display().to_string())? {
+        let m = e.with_context(|| path.display().to_string())?.metadata()?;
+        files += 1;
+        bytes += m.blocks() * 512;
+    }
+    Ok((files, bytes))
+}
+
+fn compact_cmd(path: PathBuf, json: bool) -> Result<()> {
+    let start = Instant::now();
+    let (files_before, disk_bytes_before) = footprint(&path)?;
+    let done = compact(&path, true)?;
+    let (files_after, disk_bytes_after) = footprint(&path)?;
+    let report = CompactReport {
+        path: path.display().to_string(),
+        size: stat(&path)?.size,
+        sources: done.sources,
+        active_writers: done.active,
+        new_log_set: done.writer.clone(),
+        live_bytes: done.live_bytes,
+        records: done.records,
+        files_before,
+        files_after,
+        disk_bytes_before,
+        disk_bytes_after,
+        truncations_dropped: done.truncations_dropped,
+        recovered_files: done.recovered,
+        ms: start.elapsed().as_secs_f64() * 1e3,
+    };
+    if json {
+        return write_stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?));
+    }
+    let what = match (&report.new_log_set, report.sources) {
+        (_, 0) => "nothing to compact".to_string(),
+        (Some(w), n) => format!("{n} log set(s) rewritten into {w}"),
+        (None, n) => format!("{n} log set(s) held nothing live: removed"),
+    };
+    write_stdout(&format!(
+        "{}: {what}\n\
+         size               {} bytes\n\
+         live data copied   {} in {} record(s)\n\
+         writers left alone {} (still writing)\n\
+         files              {} -> {}\n\
+         on disk            {} -> {}\n\
+         truncations dropped {}\n\
+         time               {} ms\n",
+        report.path,
+        report.size,
+        human_bytes(report.live_bytes),
+        report.records,
+        report.active_writers,
+        report.files_before,
+        report.files_after,
+        human_bytes(report.disk_bytes_before),
+        human_bytes(report.disk_bytes_after),
+        report.truncations_dropped,
+        sig3(report.ms),
+    ))
 }
 
 #[derive(Serialize)]

@@ -9,7 +9,7 @@
 
 use crate::store_args::{describe_store, StoreArgs, StoreJson};
 use anyhow::{bail, Context, Result};
-use patio_fs::container::{self, ContainerMount, ContainerSummary, IndexMode};
+use patio_fs::container::{self, ContainerMount, ContainerSummary, IndexMode, Thresholds};
 use patio_fs::prefetch::{self, PrefetchMount, PrefetchSummary};
 use patio_fs::session::Ended;
 use patio_fs::tracing::{self, TraceMount};
@@ -203,6 +203,36 @@ pub struct ContainerArgs {
     /// sync, dirsync, allow_other, fsname=NAME (and their opposites).
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
+    /// Background compaction: merge a file's small logs (see --compact-small-log)
+    /// when its container holds more than N index logs (checked after each
+    /// truncation and each close of a writer; a file nobody has open, or truncated to
+    /// zero, as soon as it holds two).
+    #[arg(long, value_name = "N", default_value_t = Thresholds::default().max_logs,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    compact_max_logs: u64,
+    /// Background compaction: compact all of a file whose logs occupy more than
+    /// RATIO × its size plus --compact-min-dead bytes.
+    #[arg(long, value_name = "RATIO", default_value_t = Thresholds::default().dead_ratio,
+          value_parser = parse_ratio)]
+    compact_dead_ratio: f64,
+    /// Background compaction: dead bytes always tolerated (see --compact-dead-ratio).
+    #[arg(long, value_name = "BYTES", default_value_t = Thresholds::default().min_dead)]
+    compact_min_dead: u64,
+    /// Background compaction: logs whose data log is larger are not rewritten just
+    /// to lower the log count (an N-1 file's per-process logs stay as written).
+    #[arg(long, value_name = "BYTES", default_value_t = Thresholds::default().small_log)]
+    compact_small_log: u64,
+    /// No background compaction (`patio container compact` still works).
+    #[arg(long)]
+    no_compact: bool,
+}
+
+/// A ratio of at least 1 (a container cannot be smaller than its live data).
+fn parse_ratio(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r >= 1.0 => Ok(r),
+        _ => Err(format!("{s:?} is not a ratio of at least 1")),
+    }
 }
 
 pub fn run(cmd: MountCommand) -> Result<()> {
@@ -530,6 +560,12 @@ fn container_mount(args: ContainerArgs) -> Result<()> {
         index,
         allow_other: args.allow_other,
         options: args.options,
+        compaction: (!args.no_compact).then_some(Thresholds {
+            max_logs: args.compact_max_logs,
+            dead_ratio: args.compact_dead_ratio,
+            min_dead: args.compact_min_dead,
+            small_log: args.compact_small_log,
+        }),
     };
     let pid = std::process::id();
     let mut notify = |msg: &str| {
@@ -576,7 +612,26 @@ fn render_container(s: &ContainerSummary, mountpoint: &Path) -> String {
             ),
         ),
         ("truncations", grouped(s.truncations)),
+        (
+            "compactions",
+            format!(
+                "{} ({} index logs replaced, {} reclaimed)",
+                grouped(s.compactions),
+                grouped(s.compacted_logs),
+                human_bytes(s.reclaimed_bytes)
+            ),
+        ),
     ];
+    if s.compaction_errors > 0 {
+        lines.push((
+            "compaction errors",
+            format!(
+                "{} (first: {})",
+                grouped(s.compaction_errors),
+                s.first_compaction_error.as_deref().unwrap_or("?")
+            ),
+        ));
+    }
     if s.failures > 0 {
         lines.push((
             "failures",

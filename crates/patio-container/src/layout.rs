@@ -8,6 +8,10 @@
 //! NAME/index.<writer>   header PIDX + framed index records
 //! NAME/meta.<writer>    the writer's size/time summary, rewritten at every flush
 //! NAME/truncates        header PTRN + framed (key, size) records, any process appends
+//! NAME/compacted.<w>    while a compaction publishes log set <w>: the writers it replaces
+//! NAME/lock.compact     flock: one compaction at a time
+//! NAME/lock.truncates   flock: appends (shared) against the compaction's rewrite (exclusive)
+//! NAME/.compact.*       a compaction's logs before they are published (removed on recovery)
 //! ```
 //!
 //! Writer names are `<host>.<pid>.<n>`, claimed by creating the index log with
@@ -27,7 +31,7 @@ const MARKER_VERSION: u16 = 1;
 pub const INDEX_MAGIC: &[u8; 4] = b"PIDX";
 pub const INDEX_VERSION: u16 = 1;
 const META_MAGIC: &[u8; 4] = b"PMET";
-const META_VERSION: u16 = 1;
+const META_VERSION: u16 = 2;
 pub const TRUNCATES: &str = "truncates";
 const TRUNC_MAGIC: &[u8; 4] = b"PTRN";
 const TRUNC_VERSION: u16 = 1;
@@ -212,11 +216,25 @@ fn host_name() -> String {
         .collect()
 }
 
+/// `<host>.<pid>`: the start of this process's writer names.
+pub fn claim_base() -> String {
+    format!("{}.{}", host_name(), std::process::id())
+}
+
+/// The header of an index log.
+pub fn index_log_header() -> [u8; LOG_HEADER] {
+    log_header(INDEX_MAGIC, INDEX_VERSION)
+}
+
 /// Claims a fresh writer name by creating its index log exclusively; returns the
 /// name and the open index log (header written).
 pub fn claim_writer(dir: &Path) -> Result<(String, File)> {
-    let base = format!("{}.{}", host_name(), std::process::id());
-    for n in 0u64.. {
+    // A process never reuses a name it had, even after a compaction removed the log
+    // (readers recognise a log they read before by its name and file).
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let base = claim_base();
+    loop {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("{base}.{n}");
         let path = index_path(dir, &name);
         match OpenOptions::new()
@@ -240,7 +258,6 @@ pub fn claim_writer(dir: &Path) -> Result<(String, File)> {
             Err(e) => return Err(ContainerError::io(&path, e)),
         }
     }
-    unreachable!("writer names are unbounded")
 }
 
 /// Damage when `path` (a log's name) is something else than a regular file: a stray
@@ -302,17 +319,21 @@ pub struct WriterMeta {
     pub end: u64,
     pub writes: u64,
     pub bytes: u64,
+    /// Every truncation with a key up to this one is already applied to the writer's
+    /// records (a compacted log set); 0 for a writer's own logs. Version 2.
+    pub clipped: u64,
 }
 
 impl WriterMeta {
     fn encode(&self) -> Vec<u8> {
-        let mut p = Vec::with_capacity(40);
+        let mut p = Vec::with_capacity(48);
         for v in [
             self.first_key,
             self.last_key,
             self.end,
             self.writes,
             self.bytes,
+            self.clipped,
         ] {
             p.extend_from_slice(&v.to_le_bytes());
         }
@@ -327,7 +348,11 @@ impl WriterMeta {
             .mode(0o644)
             .open(path)
             .map_err(|e| ContainerError::io(path, e))?;
-        f.write_all_at(&self.encode(), 0)
+        let blob = self.encode();
+        f.write_all_at(&blob, 0)
+            .map_err(|e| ContainerError::io(path, e))?;
+        // A version-1 meta file was shorter: nothing stale may follow the blob.
+        f.set_len(blob.len() as u64)
             .map_err(|e| ContainerError::io(path, e))
     }
 
@@ -335,7 +360,7 @@ impl WriterMeta {
     /// the authority).
     pub fn read(path: &Path) -> Option<Self> {
         let bytes = fs::read(path).ok()?;
-        let (_, p) = read_blob(META_MAGIC, META_VERSION, &bytes).ok()?;
+        let (version, p) = read_blob(META_MAGIC, META_VERSION, &bytes).ok()?;
         let mut c = Cursor::new(p);
         Some(WriterMeta {
             first_key: c.u64_le().ok()?,
@@ -343,6 +368,7 @@ impl WriterMeta {
             end: c.u64_le().ok()?,
             writes: c.u64_le().ok()?,
             bytes: c.u64_le().ok()?,
+            clipped: if version >= 2 { c.u64_le().ok()? } else { 0 },
         })
     }
 }
@@ -354,8 +380,10 @@ pub struct Truncation {
     pub size: u64,
 }
 
-/// Appends a truncation record (O_APPEND, durable on return).
+/// Appends a truncation record (O_APPEND, durable on return), holding the shared
+/// truncation lock so that a compaction's rewrite of the log cannot drop it.
 pub fn append_truncation(dir: &Path, t: Truncation) -> Result<()> {
+    let _lock = FileLock::acquire(dir, TRUNCATES_LOCK, LockKind::Shared)?;
     let path = dir.join(TRUNCATES);
     let mut f = OpenOptions::new()
         .append(true)
@@ -455,4 +483,113 @@ pub fn frame_damage(path: &Path, file_len: u64, e: patio_core::CoreError) -> Dam
             lost_bytes: file_len,
         },
     }
+}
+
+/// Encodes a truncation log holding `ts`, header included.
+pub fn encode_truncations(ts: &[Truncation]) -> Vec<u8> {
+    let mut buf = log_header(TRUNC_MAGIC, TRUNC_VERSION).to_vec();
+    for t in ts {
+        let mut payload = Vec::with_capacity(16);
+        payload.extend_from_slice(&t.key.to_le_bytes());
+        payload.extend_from_slice(&t.size.to_le_bytes());
+        put_frame(&mut buf, &payload);
+    }
+    buf
+}
+
+/// Lock file serialising compactions of a container.
+pub const COMPACT_LOCK: &str = "lock.compact";
+/// Lock file of the truncation log: appends share it, a rewrite holds it alone.
+pub const TRUNCATES_LOCK: &str = "lock.truncates";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockKind {
+    Shared,
+    Exclusive,
+    /// Exclusive, or `None` at once when someone else holds it.
+    TryExclusive,
+}
+
+/// An advisory `flock(2)` on a file of the container, released on drop.
+pub struct FileLock {
+    _file: File,
+}
+
+impl FileLock {
+    /// Locks `dir/name` (created when missing); `Ok(None)` only for
+    /// [`LockKind::TryExclusive`] when the lock is taken.
+    pub fn try_acquire(dir: &Path, name: &str, kind: LockKind) -> Result<Option<Self>> {
+        let path = dir.join(name);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(&path)
+            .map_err(|e| ContainerError::io(&path, e))?;
+        Ok(flock(&file, kind)
+            .map_err(|e| ContainerError::io(&path, e))?
+            .then_some(FileLock { _file: file }))
+    }
+
+    /// Locks `dir/name`, waiting for it.
+    pub fn acquire(dir: &Path, name: &str, kind: LockKind) -> Result<Self> {
+        let kind = if kind == LockKind::TryExclusive {
+            LockKind::Exclusive
+        } else {
+            kind
+        };
+        Ok(Self::try_acquire(dir, name, kind)?.expect("a waiting lock is always taken"))
+    }
+}
+
+/// `flock` of an open file; `Ok(false)` when a non-blocking lock is taken elsewhere.
+pub fn flock(file: &File, kind: LockKind) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let op = match kind {
+        LockKind::Shared => libc::LOCK_SH,
+        LockKind::Exclusive => libc::LOCK_EX,
+        LockKind::TryExclusive => libc::LOCK_EX | libc::LOCK_NB,
+    };
+    loop {
+        // SAFETY: the descriptor is open for the duration of the call.
+        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) if kind == LockKind::TryExclusive => return Ok(false),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Writes `bytes` to `path` crash-safely: a temporary file beside it, fsync, rename,
+/// fsync of the directory.
+pub fn replace_file(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
+    let name = path
+        .file_name()
+        .map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(
+        ".compact.{name}.{}.{}",
+        std::process::id(),
+        now_ns()
+    ));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        let _ = fs::remove_file(&tmp);
+        return Err(ContainerError::io(path, e));
+    }
+    sync_dir(dir)
 }

@@ -14,10 +14,12 @@
 //! | [`global`] | the merge of all writers into one [`GlobalIndex`] (tiles + pattern map) |
 //! | [`reader`] | the [`Reader`]: parallel index load, `read_at`, split loads for MPI |
 //! | [`tools`] | `stat` without an index read, truncate, remove, check, flatten |
+//! | [`compact`] | compaction: ended writers' live data into one log set, crash-safely |
 //!
 //! Dependencies point one way: patio-container uses patio-core; the CLI, the FUSE
 //! mount and the Python bindings use patio-container.
 
+pub mod compact;
 pub mod error;
 pub mod global;
 pub mod layout;
@@ -27,6 +29,7 @@ pub mod segments;
 pub mod tools;
 pub mod writer;
 
+pub use compact::{compact, compact_planned, plan, Compacted, Plan, Thresholds};
 pub use error::{ContainerError, Result};
 pub use global::{GlobalIndex, IndexStats};
 pub use layout::{Damage, IndexMode, WriterMeta};

@@ -37,6 +37,10 @@ struct WriterLog {
     name: String,
     records: Vec<Record>,
     disk_bytes: u64,
+    /// `(device, inode)` of the index log read, and whether all of it decoded: a
+    /// [`Reader::refresh`] then reads only what was appended since.
+    file: Option<(u64, u64)>,
+    clean: bool,
 }
 
 /// What `patio container stat` reports.
@@ -78,38 +82,105 @@ pub struct Reader {
 
 impl Reader {
     /// Opens the container at `dir`, reading and decoding every index log in
-    /// parallel threads.
+    /// parallel threads. The truncation log is read before the index logs are
+    /// listed, and every data log is opened at once: a compaction publishing
+    /// meanwhile removes logs only after their replacement is in place, so a log
+    /// that vanishes between the listing and its opening means "list again".
     pub fn open(dir: &Path) -> Result<Self> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match Self::open_once(dir, None)? {
+                Some(r) => return Ok(r),
+                None if attempt < 1000 => continue,
+                None => {
+                    return Err(ContainerError::Invalid(format!(
+                        "{}: index logs keep vanishing while being read",
+                        dir.display()
+                    )))
+                }
+            }
+        }
+    }
+
+    /// A reader of the container as it is now, reading only what changed since this
+    /// reader was built: index logs that grew are read from where this reader stopped
+    /// (logs only grow, and a log is the same file when its device and inode are),
+    /// new logs entirely, and logs that went (compacted) are dropped. The merge of
+    /// every writer's records into the global index is redone.
+    pub fn refresh(&self) -> Result<Self> {
+        for _ in 0..1000 {
+            if let Some(r) = Self::open_once(&self.dir, Some(self))? {
+                return Ok(r);
+            }
+        }
+        Err(ContainerError::Invalid(format!(
+            "{}: index logs keep vanishing while being read",
+            self.dir.display()
+        )))
+    }
+
+    /// One attempt of [`Reader::open`] (or, from `prev`, of [`Reader::refresh`]);
+    /// `None` when a log vanished under it.
+    fn open_once(dir: &Path, prev: Option<&Reader>) -> Result<Option<Self>> {
         layout::read_marker(dir)?;
+        let truncations = layout::read_truncations(dir)?;
         let names = layout::list_writers(dir)?;
-        let loaded = parallel_map(&names, |name| {
-            let path = layout::index_path(dir, name);
-            let (bytes, stray) = read_index_log(&path)?;
-            let (records, mut damage) = decode_log(&path, &bytes);
-            damage.extend(stray);
-            Ok((
-                WriterLog {
-                    name: name.clone(),
-                    records,
-                    disk_bytes: bytes.len() as u64,
-                },
-                damage,
-            ))
+        let known: std::collections::HashMap<&str, &WriterLog> = prev
+            .into_iter()
+            .flat_map(|r| &r.writers)
+            .filter(|w| w.clean && w.file.is_some())
+            .map(|w| (w.name.as_str(), w))
+            .collect();
+        let loaded = parallel_map(&names, |name| match known.get(name.as_str()) {
+            Some(old) => match extend_log(dir, old)? {
+                Some(grown) => Ok(Some(grown)),
+                None => load_log(dir, name),
+            },
+            None => load_log(dir, name),
         })?;
         let mut damage = Vec::new();
-        let writers = loaded
-            .into_iter()
-            .map(|(w, d)| {
-                damage.extend(d);
-                w
-            })
-            .collect();
-        Self::build(dir, writers, damage)
+        let mut writers = Vec::with_capacity(loaded.len());
+        for item in loaded {
+            let Some((w, d)) = item else {
+                return Ok(None);
+            };
+            damage.extend(d);
+            writers.push(w);
+        }
+        let reader = Self::build(dir, writers, damage, truncations)?;
+        for (chunk, w) in reader.writers.iter().enumerate() {
+            let path = layout::data_path(dir, &w.name);
+            match File::open(&path) {
+                Ok(f) => {
+                    let _ = reader.data[chunk].set(f);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if !layout::index_path(dir, &w.name).exists() {
+                        return Ok(None);
+                    }
+                }
+                // Reported by the read that needs it.
+                Err(_) => {}
+            }
+        }
+        Ok(Some(reader))
     }
 
     /// Builds the reader from index logs read elsewhere (by other MPI ranks).
     pub fn from_logs(dir: &Path, logs: Vec<LogBytes>) -> Result<Self> {
         layout::read_marker(dir)?;
+        let truncations = layout::read_truncations(dir)?;
+        Self::from_logs_with(dir, logs, truncations)
+    }
+
+    /// A reader of some writers' logs only (`logs`, read by [`read_logs`]) under the
+    /// given truncations: what a compaction rewrites.
+    pub(crate) fn from_logs_with(
+        dir: &Path,
+        logs: Vec<LogBytes>,
+        truncations: (Vec<layout::Truncation>, Vec<Damage>),
+    ) -> Result<Self> {
         let mut damage = Vec::new();
         let mut writers = Vec::with_capacity(logs.len());
         for log in logs {
@@ -121,14 +192,21 @@ impl Reader {
                 name: log.writer,
                 records,
                 disk_bytes: log.disk_bytes,
+                file: None,
+                clean: false,
             });
         }
-        Self::build(dir, writers, damage)
+        Self::build(dir, writers, damage, truncations)
     }
 
-    fn build(dir: &Path, mut writers: Vec<WriterLog>, mut damage: Vec<Damage>) -> Result<Self> {
+    fn build(
+        dir: &Path,
+        mut writers: Vec<WriterLog>,
+        mut damage: Vec<Damage>,
+        truncations: (Vec<layout::Truncation>, Vec<Damage>),
+    ) -> Result<Self> {
         let mode = layout::read_marker(dir)?;
-        let (truncations, more) = layout::read_truncations(dir)?;
+        let (truncations, more) = truncations;
         damage.extend(more);
         // Chunk numbers follow the writers' first offsets, so interleaved writers get
         // consecutive numbers and a tile's chunk column is one pattern.
@@ -178,6 +256,11 @@ impl Reader {
 
     pub fn size(&self) -> u64 {
         self.index.size()
+    }
+
+    /// The container's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     pub fn mode(&self) -> IndexMode {
@@ -322,7 +405,8 @@ impl Reader {
         Ok(())
     }
 
-    fn read_data(&self, chunk: usize, physical: u64, out: &mut [u8]) -> Result<()> {
+    /// Reads `out.len()` bytes of chunk `chunk`'s data log from `physical`.
+    pub(crate) fn read_data(&self, chunk: usize, physical: u64, out: &mut [u8]) -> Result<()> {
         let path = layout::data_path(&self.dir, &self.writers[chunk].name);
         let file = match self.data[chunk].get() {
             Some(f) => f,
@@ -482,14 +566,102 @@ fn parallel_map<T: Sync, R: Send>(
     Ok(out)
 }
 
-/// The bytes of an index log; a path named like one that is not a regular file (a
-/// stray directory) reads as an empty log with its damage.
-fn read_index_log(path: &Path) -> Result<(Vec<u8>, Option<Damage>)> {
-    if let Some(d) = layout::not_a_log(path) {
-        return Ok((Vec::new(), Some(d)));
+/// Reads and decodes one writer's index log (`None` when it is gone).
+fn load_log(dir: &Path, name: &str) -> Result<Option<(WriterLog, Vec<Damage>)>> {
+    use std::os::unix::fs::MetadataExt;
+    let path = layout::index_path(dir, name);
+    let file = fs::metadata(&path).ok().map(|m| (m.dev(), m.ino()));
+    let Some((bytes, stray)) = read_index_log(&path)? else {
+        return Ok(None);
+    };
+    let (records, mut damage) = decode_log(&path, &bytes);
+    damage.extend(stray);
+    let same = fs::metadata(&path).ok().map(|m| (m.dev(), m.ino())) == file;
+    Ok(Some((
+        WriterLog {
+            name: name.to_string(),
+            records,
+            disk_bytes: bytes.len() as u64,
+            file,
+            clean: damage.is_empty() && same && !bytes.is_empty(),
+        },
+        damage,
+    )))
+}
+
+/// `old`'s log with what was appended to it since it was read; `None` when the log
+/// is another file now (or gone, or shorter), to be read whole.
+fn extend_log(dir: &Path, old: &WriterLog) -> Result<Option<(WriterLog, Vec<Damage>)>> {
+    use std::os::unix::fs::MetadataExt;
+    let path = layout::index_path(dir, &old.name);
+    let f = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ContainerError::io(&path, e)),
+    };
+    let m = f.metadata().map_err(|e| ContainerError::io(&path, e))?;
+    if old.file != Some((m.dev(), m.ino())) || !m.is_file() || m.len() < old.disk_bytes {
+        return Ok(None);
     }
-    let bytes = fs::read(path).map_err(|e| ContainerError::io(path, e))?;
-    Ok((bytes, None))
+    let mut tail = vec![0u8; (m.len() - old.disk_bytes) as usize];
+    let mut done = 0;
+    while done < tail.len() {
+        match f.read_at(&mut tail[done..], old.disk_bytes + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ContainerError::io(&path, e)),
+        }
+    }
+    tail.truncate(done);
+    let mut records = old.records.clone();
+    let mut damage = Vec::new();
+    let base = old.disk_bytes as usize;
+    let total = old.disk_bytes + tail.len() as u64;
+    let (frames, err) = read_frames(&tail, base);
+    for (at, payload) in frames {
+        match record::decode(&path, at, payload) {
+            Ok(r) => records.push(r),
+            Err(e) => {
+                damage.push(Damage {
+                    path: path.clone(),
+                    offset: at as u64 - 8,
+                    reason: e.to_string(),
+                    lost_bytes: total - (at as u64 - 8),
+                });
+                break;
+            }
+        }
+    }
+    if damage.is_empty() {
+        if let Some(e) = err {
+            damage.push(layout::frame_damage(&path, total, e));
+        }
+    }
+    Ok(Some((
+        WriterLog {
+            name: old.name.clone(),
+            records,
+            disk_bytes: total,
+            file: old.file,
+            clean: damage.is_empty(),
+        },
+        damage,
+    )))
+}
+
+/// The bytes of an index log (`None` when it is gone: removed by a compaction); a
+/// path named like one that is not a regular file (a stray directory) reads as an
+/// empty log with its damage.
+fn read_index_log(path: &Path) -> Result<Option<(Vec<u8>, Option<Damage>)>> {
+    if let Some(d) = layout::not_a_log(path) {
+        return Ok(Some((Vec::new(), Some(d))));
+    }
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some((bytes, None))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ContainerError::io(path, e)),
+    }
 }
 
 /// Reads the named index logs (one rank's share), keeping each log's intact prefix
@@ -497,7 +669,9 @@ fn read_index_log(path: &Path) -> Result<(Vec<u8>, Option<Damage>)> {
 pub fn read_logs(dir: &Path, names: &[String]) -> Result<Vec<LogBytes>> {
     parallel_map(names, |name| {
         let path = layout::index_path(dir, name);
-        let (mut bytes, stray) = read_index_log(&path)?;
+        let (mut bytes, stray) = read_index_log(&path)?.ok_or_else(|| {
+            ContainerError::io(&path, std::io::Error::from(std::io::ErrorKind::NotFound))
+        })?;
         let disk_bytes = bytes.len() as u64;
         let (_, mut damage) = decode_log(&path, &bytes);
         damage.extend(stray);

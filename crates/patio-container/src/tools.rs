@@ -67,7 +67,7 @@ pub fn stat(dir: &Path) -> Result<QuickStat> {
         mtime = mtime.max(meta.last_key);
         match last {
             Some(t) if meta.last_key < t.key => {}
-            Some(t) if meta.first_key <= t.key => exact = false,
+            Some(t) if meta.first_key <= t.key && meta.clipped < t.key => exact = false,
             _ => size = size.max(meta.end),
         }
     }
@@ -100,9 +100,11 @@ pub fn truncate(dir: &Path, size: u64) -> Result<()> {
     )
 }
 
-/// Removes the container (refuses directories that are not containers).
+/// Removes the container (refuses directories that are not containers). Waits for a
+/// compaction running on it, so that none adds files while the directory goes.
 pub fn remove(dir: &Path) -> Result<()> {
     layout::read_marker(dir)?;
+    let _lock = layout::FileLock::acquire(dir, layout::COMPACT_LOCK, layout::LockKind::Exclusive)?;
     fs::remove_dir_all(dir).map_err(|e| ContainerError::io(dir, e))
 }
 

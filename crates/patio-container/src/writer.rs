@@ -7,6 +7,9 @@
 //! appended; `flush` and `close` also sync the index log and then rewrite the meta
 //! file, so everything acknowledged by them survives a crash of the process or the
 //! machine. A process killed before that loses only its unflushed tail.
+//!
+//! A writer holds a shared `flock` on its index log while it lives: compaction
+//! (crate::compact) takes only logs it can lock exclusively, the logs of ended writers.
 
 use crate::error::{ContainerError, Result};
 use crate::layout::{self, IndexMode, Truncation, WriterMeta};
@@ -51,7 +54,8 @@ impl Writer {
     /// Opens a new writer on an existing container.
     pub fn open(dir: &Path) -> Result<Self> {
         let mode = layout::read_marker(dir)?;
-        let (name, index) = layout::claim_writer(dir)?;
+        crate::compact::recover(dir)?;
+        let (name, index) = claim_locked(dir)?;
         let data_path = layout::data_path(dir, &name);
         let data = OpenOptions::new()
             .write(true)
@@ -252,6 +256,26 @@ impl Drop for Writer {
     fn drop(&mut self) {
         if !self.closed && self.failed.is_none() {
             let _ = self.write_record(true);
+        }
+    }
+}
+
+/// Claims a writer name and takes the shared lock on its index log. A compaction
+/// that saw the fresh log before the lock was taken may have removed it as an ended
+/// writer's: then the name is given up and another claimed.
+fn claim_locked(dir: &Path) -> Result<(String, File)> {
+    use std::os::unix::fs::MetadataExt;
+    loop {
+        let (name, index) = layout::claim_writer(dir)?;
+        let path = layout::index_path(dir, &name);
+        layout::flock(&index, layout::LockKind::Shared)
+            .map_err(|e| ContainerError::io(&path, e))?;
+        let ours = index.metadata().map_err(|e| ContainerError::io(&path, e))?;
+        match std::fs::metadata(&path) {
+            Ok(m) if m.ino() == ours.ino() && m.dev() == ours.dev() => return Ok((name, index)),
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(ContainerError::io(&path, e)),
         }
     }
 }

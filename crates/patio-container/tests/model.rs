@@ -1,12 +1,14 @@
 //! The container against a reference model (a plain byte array): random writes from
 //! several writers, strided N-1 phases, overwrites, truncates, holes, flushes and
-//! reopens — every read must equal the model, in pattern and raw mode.
+//! reopens, compactions (whole, and interrupted after every step as by a crash,
+//! then recovered) — every read must equal the model, in pattern and raw mode.
 //!
 //! Ordering rule under test (docs/ARCHITECTURE.md): a write is ordered after another
 //! writer's write when that writer flushed in between. The harness flushes the other
 //! writers before each write, so the model is simply "apply in call order".
 
-use patio_container::{stat, truncate, IndexMode, Reader, Writer};
+use patio_container::compact::{compact_steps, recover};
+use patio_container::{check, compact, layout, stat, truncate, IndexMode, Reader, Writer};
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -39,6 +41,10 @@ enum Op {
         offset: u64,
         len: usize,
     },
+    /// A compaction stopped after `steps` steps (a crash), then recovered.
+    Compact {
+        steps: u64,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -54,6 +60,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..3usize).prop_map(|w| Op::Reopen { w }),
         1 => (0..60_000u64).prop_map(|size| Op::Truncate { size }),
         2 => (0..70_000u64, 0..9000usize).prop_map(|(offset, len)| Op::Check { offset, len }),
+        2 => prop_oneof![Just(u64::MAX), 0..14u64].prop_map(|steps| Op::Compact { steps }),
     ]
 }
 
@@ -69,6 +76,8 @@ struct Harness<'a> {
     dirty: Vec<bool>,
     buffer: usize,
     model: Vec<u8>,
+    /// A reader kept across checks and refreshed (incremental index load) at each.
+    last: Option<Reader>,
 }
 
 impl Harness<'_> {
@@ -127,6 +136,16 @@ impl Harness<'_> {
         let mut whole = vec![0u8; self.model.len()];
         assert_eq!(r.read_at(&mut whole, 0).unwrap(), self.model.len());
         assert!(whole == self.model, "whole file");
+        let kept = match self.last.take() {
+            Some(old) => old.refresh().unwrap(),
+            None => r,
+        };
+        assert!(kept.damage().is_empty(), "{:?}", kept.damage());
+        assert_eq!(kept.size(), self.model.len() as u64, "refreshed size");
+        let mut again = vec![0u8; self.model.len()];
+        assert_eq!(kept.read_at(&mut again, 0).unwrap(), self.model.len());
+        assert!(again == self.model, "whole file through a refreshed reader");
+        self.last = Some(kept);
     }
 }
 
@@ -140,6 +159,7 @@ fn run(mode: IndexMode, buffer: usize, ops: Vec<Op>) {
         dirty: vec![false; 3],
         buffer,
         model: Vec::new(),
+        last: None,
     };
     for op in ops {
         match op {
@@ -185,9 +205,46 @@ fn run(mode: IndexMode, buffer: usize, ops: Vec<Op>) {
                 h.model.resize(size as usize, 0);
             }
             Op::Check { offset, len } => h.check(offset, len),
+            Op::Compact { steps } => {
+                h.flush_all();
+                compact_steps(&dir, true, steps).unwrap();
+                // Stopped anywhere, the container reads the same...
+                h.check(0, 1);
+                // ...and its leftovers go on recovery.
+                recover(&dir).unwrap();
+                assert_no_leftovers(&dir);
+                h.check(0, 1);
+            }
         }
     }
     h.check(0, 1);
+    // With every writer ended, a compaction leaves one log set (none when empty).
+    for w in h.writers.iter_mut() {
+        if let Some(wr) = w.take() {
+            wr.close().unwrap();
+        }
+    }
+    let done = compact(&dir, true).unwrap();
+    assert_eq!(done.active, 0);
+    h.check(0, 1);
+    let logs = layout::list_writers(&dir).unwrap().len();
+    assert!(logs <= 1, "{logs} index logs after a full compaction");
+    let again = compact(&dir, true).unwrap();
+    assert_eq!(again.sources, 0, "a compacted container is left alone");
+    assert_no_leftovers(&dir);
+}
+
+/// No temporary files or manifests, and `check` finds nothing wrong.
+fn assert_no_leftovers(dir: &Path) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let n = e.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(
+            !n.starts_with(".compact.") && !n.starts_with("compacted."),
+            "leftover {n}"
+        );
+    }
+    let report = check(dir).unwrap();
+    assert!(report.is_clean(), "{:?}", report.damage);
 }
 
 proptest! {

@@ -20,6 +20,9 @@
 //!   of fixed-size segments on local disk, then the source behind the storage model;
 //!   policies `none`, `lru` and `group` (successor graph, related items stored
 //!   together in one segment): `patio mount cache`.
+//! * `fusekit` — what the passthrough and the container mount share: the inode
+//!   table, errno mapping, attributes, the owner and setgid rule for new entries,
+//!   handle and listing tables, `statfs`.
 //! * [`session`] — the mount lifecycle shared by every mount: checks of the source
 //!   directory and the mount point, mounting, waiting for SIGINT/SIGTERM/SIGHUP or an
 //!   external `fusermount3 -u`, and unmounting (lazily, on a second signal, when the
@@ -32,6 +35,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 pub mod container;
+mod fusekit;
 pub mod passthrough;
 pub mod prefetch;
 pub mod segcache;

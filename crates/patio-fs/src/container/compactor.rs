@@ -1,0 +1,134 @@
+//! The container mount's background compaction: after a truncation or the close of
+//! a file's writer, the file's backend directory is queued; one worker thread plans
+//! (`patio_container::plan`: everything when the logs are larger than `dead_ratio` ×
+//! the file plus `min_dead`; the small logs, data up to `small_log` bytes, when
+//! there are more than `max_logs`) and compacts (`patio_container::compact_planned`;
+//! a compaction someone else runs is waited for). After a truncation to zero and
+//! at the release of a file's last open handle the file is *at rest*: its small logs
+//! are merged as soon as there are two, so a small file nobody has open is one log
+//! set, while an N-1 checkpoint's large per-process logs stay as written.
+//!
+//! Compaction takes only the logs of ended writers (writers still open hold a lock
+//! on theirs), so requests never wait for it; readers the mount has built keep
+//! reading the logs it replaces (they hold them open), and the next reader built
+//! sees the compacted set. Failures do not reach applications: they are counted and
+//! the first is reported when the mount ends.
+
+use patio_container::compact::{compact_planned, plan, Thresholds};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// What the worker did.
+#[derive(Default)]
+pub(super) struct CompactionCounters {
+    /// Compactions that replaced or removed logs.
+    pub(super) runs: AtomicU64,
+    /// Index logs replaced or removed.
+    pub(super) logs: AtomicU64,
+    /// Bytes of the replaced logs minus the bytes of their replacement.
+    pub(super) reclaimed: AtomicU64,
+    pub(super) errors: AtomicU64,
+    pub(super) first_error: Mutex<Option<String>>,
+}
+
+/// The queue and its worker thread (`None` when compaction is off).
+pub(super) struct Compactor {
+    thresholds: Option<Thresholds>,
+    /// Queued directories → whether the file is at rest.
+    pending: Arc<Mutex<HashMap<PathBuf, bool>>>,
+    tx: Mutex<Option<mpsc::Sender<PathBuf>>>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+    pub(super) counters: Arc<CompactionCounters>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Compactor {
+    /// A compactor with `thresholds` (`None`: compaction off; no thread).
+    pub(super) fn new(thresholds: Option<Thresholds>) -> Self {
+        let pending: Arc<Mutex<HashMap<PathBuf, bool>>> = Arc::default();
+        let counters: Arc<CompactionCounters> = Arc::default();
+        let (tx, worker) = match thresholds {
+            Some(t) => {
+                let (tx, rx) = mpsc::channel::<PathBuf>();
+                let (pending, counters) = (pending.clone(), counters.clone());
+                let worker = std::thread::Builder::new()
+                    .name("patio-compact".into())
+                    .spawn(move || {
+                        for dir in rx {
+                            let Some(force) = lock(&pending).remove(&dir) else {
+                                continue;
+                            };
+                            run_one(&dir, force, &t, &counters);
+                        }
+                    })
+                    .ok();
+                (worker.is_some().then_some(tx), worker)
+            }
+            None => (None, None),
+        };
+        Compactor {
+            thresholds,
+            pending,
+            tx: Mutex::new(tx),
+            worker: Mutex::new(worker),
+            counters,
+        }
+    }
+
+    /// Queues `dir` (once, however often it is asked); `force`: the file is at rest.
+    pub(super) fn request(&self, dir: &Path, force: bool) {
+        if self.thresholds.is_none() {
+            return;
+        }
+        let Some(tx) = lock(&self.tx).clone() else {
+            return;
+        };
+        let mut pending = lock(&self.pending);
+        match pending.get_mut(dir) {
+            Some(f) => *f |= force,
+            None => {
+                pending.insert(dir.to_path_buf(), force);
+                let _ = tx.send(dir.to_path_buf());
+            }
+        }
+    }
+
+    /// Lets the worker finish what is queued, then stops it.
+    pub(super) fn stop(&self) {
+        lock(&self.tx).take();
+        if let Some(w) = lock(&self.worker).take() {
+            let _ = w.join();
+        }
+    }
+}
+
+fn run_one(dir: &Path, force: bool, t: &Thresholds, c: &CompactionCounters) {
+    if !patio_container::layout::is_container(dir) {
+        // Unlinked or renamed since it was queued.
+        return;
+    }
+    let result = plan(dir, t, force).and_then(|p| compact_planned(dir, true, p).map(Some));
+    match result {
+        Ok(Some(done)) if done.sources > 0 => {
+            c.runs.fetch_add(1, Ordering::Relaxed);
+            c.logs.fetch_add(done.sources, Ordering::Relaxed);
+            c.reclaimed.fetch_add(
+                done.bytes_before.saturating_sub(done.bytes_after),
+                Ordering::Relaxed,
+            );
+        }
+        Ok(_) => {}
+        // Gone meanwhile (unlinked or renamed): nothing to report.
+        Err(_) if !patio_container::layout::is_container(dir) => {}
+        Err(e) => {
+            c.errors.fetch_add(1, Ordering::Relaxed);
+            lock(&c.first_error).get_or_insert_with(|| e.to_string());
+        }
+    }
+}

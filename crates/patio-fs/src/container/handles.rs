@@ -1,0 +1,148 @@
+//! The container mount's handles: opening a container (`O_TRUNC` truncates through
+//! the opener), releasing handles (closing the writers they kept open, removing an
+//! unlinked container with its last handle) and closing everything left when the
+//! mount ends.
+
+use super::state::{FileState, Handle, Shared};
+use super::ContainerSummary;
+use crate::fusekit::{lock, R};
+use crate::session::Ended;
+use fuser::{FileHandle, Request};
+use patio_container::tools;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+impl Shared {
+    /// Opens the container at `rel` (already there) for `req` with open `flags`.
+    pub(super) fn open_file(&self, req: &Request, ino: u64, rel: &Path, flags: i32) -> R<u64> {
+        self.live()?;
+        let pid = self.pid_of(req);
+        let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let file = {
+            let mut files = lock(&self.files);
+            let file = Self::state(&mut files, &self.root, rel);
+            lock(&file.inner).handles += 1;
+            file.ino.store(ino, Ordering::Release);
+            file
+        };
+        let opener_writing = writable.then(|| {
+            let w = lock(&file.inner).procs.entry(pid).or_default().clone();
+            lock(&w).handles += 1;
+            w
+        });
+        let handle = Handle {
+            file: file.clone(),
+            opener: pid,
+            pids: Mutex::new(if writable { vec![pid] } else { vec![] }),
+            opener_writing,
+        };
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles.insert(fh, handle);
+        if writable && flags & libc::O_TRUNC != 0 {
+            if let Err(e) = self.truncate(&file, 0) {
+                self.release(FileHandle(fh));
+                return Err(e);
+            }
+        }
+        Ok(fh)
+    }
+
+    pub(super) fn release(&self, fh: FileHandle) {
+        let Some(h) = self.handles.remove(fh.0) else {
+            return;
+        };
+        let f = &h.file;
+        let last = {
+            let mut inner = lock(&f.inner);
+            inner.handles = inner.handles.saturating_sub(1);
+            let mut closed = false;
+            for pid in lock(&h.pids).iter() {
+                let Some(w) = inner.procs.get(pid).cloned() else {
+                    continue;
+                };
+                let mut g = lock(&w);
+                g.handles = g.handles.saturating_sub(1);
+                if g.handles == 0 {
+                    inner.procs.remove(pid);
+                    // An error here cannot reach the application (close has returned);
+                    // it is counted and reported when the mount ends.
+                    closed |= self.close_writer(&mut g).unwrap_or(true);
+                }
+            }
+            if closed {
+                inner.generation += 1;
+                self.compactor.request(&f.dir(), false);
+            }
+            inner.handles == 0
+        };
+        if !last {
+            return;
+        }
+        // Nobody has the file open: its log sets can become one.
+        self.compactor.request(&f.dir(), true);
+        let mut files = lock(&self.files);
+        let inner = lock(&f.inner);
+        if inner.handles > 0 {
+            return;
+        }
+        if inner.unlinked {
+            lock(&self.orphans).retain(|o| !Arc::ptr_eq(o, f));
+            if let Err(e) = tools::remove(&f.dir()) {
+                self.fail(&e);
+            }
+        } else {
+            let rel = f.loc().rel;
+            if files.get(&rel).is_some_and(|kept| Arc::ptr_eq(kept, f)) {
+                files.remove(&rel);
+            }
+        }
+    }
+
+    /// Closes every writer still open and removes unlinked containers; the summary.
+    pub(super) fn finish(&self, ended: Ended) -> ContainerSummary {
+        self.finished.store(true, Ordering::Release);
+        let mut states: Vec<Arc<FileState>> = lock(&self.files).values().cloned().collect();
+        states.extend(lock(&self.orphans).iter().cloned());
+        for f in &states {
+            let mut inner = lock(&f.inner);
+            let procs: Vec<_> = inner.procs.values().cloned().collect();
+            for w in procs {
+                if let Ok(true) = self.close_writer(&mut lock(&w)) {
+                    self.counters
+                        .flushed_at_unmount
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            inner.generation += 1;
+            if inner.unlinked {
+                if let Err(e) = tools::remove(&f.dir()) {
+                    self.fail(&e);
+                }
+            }
+        }
+        self.compactor.stop();
+        let c = &self.counters;
+        let k = &self.compactor.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Acquire);
+        ContainerSummary {
+            ended,
+            files: lock(&self.written_files).len() as u64,
+            writers: get(&c.writers),
+            flushed_at_unmount: get(&c.flushed_at_unmount),
+            writes: get(&c.writes),
+            written_bytes: get(&c.written_bytes),
+            reads: get(&c.reads),
+            read_bytes: get(&c.read_bytes),
+            reader_builds: get(&c.reader_builds),
+            truncations: get(&c.truncations),
+            compactions: get(&k.runs),
+            compacted_logs: get(&k.logs),
+            reclaimed_bytes: get(&k.reclaimed),
+            compaction_errors: get(&k.errors),
+            first_compaction_error: lock(&k.first_error).clone(),
+            failures: get(&c.failures),
+            first_failure: lock(&self.first_failure).clone(),
+        }
+    }
+}

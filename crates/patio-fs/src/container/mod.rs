@@ -1,0 +1,249 @@
+//! The container mount (`patio mount container`): a FUSE file system whose regular
+//! files are patio containers (patio-container) in a backend directory, so that
+//! unmodified programs write N-1 files as per-process logs with a pattern index.
+//!
+//! * **Namespace.** Directories of the backend are directories of the mount (`mkdir`,
+//!   `rmdir`, `readdir` pass through); a backend directory holding a container marker
+//!   appears as a regular file. Other backend entries (plain files, links) are not
+//!   shown. Files created through the mount are new containers with the mount's index
+//!   mode (`pattern` or `raw`).
+//! * **Writers.** Each (file, writing process) pair gets its own [`Writer`], so every
+//!   process appends to its own data and index log and never waits on another. The
+//!   process is the FUSE request's (threads count under their process). A writer is
+//!   opened at the process's first write and stays open across that process's opens
+//!   and closes of the file until the last handle it wrote through is released; then
+//!   it is closed (flushed). A process that writes through a handle it inherited
+//!   (fork) gets a writer of its own, tied to that handle.
+//! * **Durability.** `close(2)` (FUSE flush) flushes the closing process's writer,
+//!   `fsync(2)` every writer of the file; both make the data durable and visible to
+//!   every reader. A clean unmount (SIGINT/SIGTERM, `fusermount3 -u`, or a lazy
+//!   detach while files are still open) closes every writer still open.
+//! * **Reads** go through one cached [`Reader`] per file. Before each read, writers of
+//!   that file with unpublished writes publish them (an index record without an index
+//!   fsync), and the reader is rebuilt when anything was published, flushed, closed or
+//!   truncated since it was built: a process reads its own writes and every write any
+//!   process finished before the read began. Changes made in the backend behind the
+//!   mount's back are seen after the next change made through the mount.
+//! * **Ordering.** Overlapping writes of different processes are ordered by the
+//!   writers' index records (flush or publish times), as in the container: a write is
+//!   ordered after another process's write when that process closed, fsynced or
+//!   someone read the file in between. Programs that write disjoint blocks (N-1
+//!   checkpoints) never depend on it.
+//! * **Attributes.** The size is the larger of the container's size (`tools::stat`,
+//!   from the writers' meta files) and the end of every write made through the mount
+//!   since the last truncation, so it is right while files are being written; the
+//!   modification time is the newest of the container's, the last write's and the
+//!   directory's. Mode, owner and group are the container directory's: `chmod` and
+//!   `chown` change the directory, and the kernel enforces them
+//!   (`default_permissions`). When the daemon is not root, container directories keep
+//!   owner `rwx` so the daemon can reach its logs, and the file shows those bits.
+//! * **Truncation** (`truncate`, `ftruncate`, `open(O_TRUNC)`) closes every writer of
+//!   the file, then appends a truncation record; later writes open new writers (so
+//!   the container's size stays computable from its meta files alone).
+//! * **Compaction** ([`compactor`]): after a truncation or the close of a writer, a
+//!   background thread compacts the file when it passes the thresholds (index logs,
+//!   dead bytes; `patio mount container --compact-*`), and after a truncation to zero
+//!   always: the logs of ended writers are rewritten into one log set, or removed
+//!   when nothing of them is live, so files rewritten or truncated again and again
+//!   stay bounded.
+//! * **Unlink and rename.** Unlink removes the container; while handles are still
+//!   open it is first renamed to a hidden `.patio-unlinked.*` directory in the backend
+//!   root, which goes when the last handle is released (or at unmount). Rename closes
+//!   the writers of everything it moves and renames the backend directory (a target
+//!   container is unlinked first). Hard and symbolic links are refused (`EPERM`).
+//! * **Direct I/O.** Files are opened `FOPEN_DIRECT_IO` with parallel direct writes:
+//!   every application read and write reaches the daemon with its own offset and size
+//!   (split above the kernel's 1 MiB per-request limit), never as page-cache chunks.
+//!
+//! The mount is split along its seams: [`state`] (per-file, per-handle and mount-wide
+//! state), [`namespace`] (attributes, lookups, creating, unlinking and renaming
+//! containers, listings), [`handles`] (open, release, the end of the mount), [`io`]
+//! (writers, publishing, reads, flushes, truncation), [`compactor`] (background
+//! compaction) and [`dispatch`] (the request dispatch).
+
+mod compactor;
+mod dispatch;
+mod handles;
+mod io;
+mod namespace;
+mod state;
+#[cfg(test)]
+mod tests;
+
+use crate::session::{self, Ended, MountConfig};
+use crate::{shown, FsError, Result};
+use fuser::MountOption;
+use patio_container::layout;
+pub use patio_container::{IndexMode, Thresholds};
+use state::Shared;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Prefix of the hidden backend directories that hold unlinked containers still open.
+pub const UNLINKED_PREFIX: &str = ".patio-unlinked.";
+
+fn now_ns() -> u64 {
+    layout::now_ns()
+}
+
+fn time_ns(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn from_ns(ns: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(ns)
+}
+
+/// What `patio mount container` asked for.
+#[derive(Clone, Debug)]
+pub struct ContainerMount {
+    pub backend: PathBuf,
+    pub mountpoint: PathBuf,
+    /// Index mode of the containers created through the mount.
+    pub index: IndexMode,
+    pub allow_other: bool,
+    /// `-o` mount options (comma-separated lists allowed).
+    pub options: Vec<String>,
+    /// Background compaction thresholds; `None` turns it off.
+    pub compaction: Option<Thresholds>,
+}
+
+/// What the mount did, reported when it ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerSummary {
+    pub ended: Ended,
+    /// Containers written through the mount.
+    pub files: u64,
+    /// Writers opened (one per file and writing process, again after a truncation).
+    pub writers: u64,
+    /// Writers still open when the mount ended, closed (flushed) then.
+    pub flushed_at_unmount: u64,
+    pub writes: u64,
+    pub written_bytes: u64,
+    pub reads: u64,
+    pub read_bytes: u64,
+    /// Readers (global indexes) built to serve reads.
+    pub reader_builds: u64,
+    pub truncations: u64,
+    /// Background compactions that replaced or removed logs, the index logs they
+    /// replaced, the bytes they reclaimed, and those that failed (with the first
+    /// message; applications never see these).
+    pub compactions: u64,
+    pub compacted_logs: u64,
+    pub reclaimed_bytes: u64,
+    pub compaction_errors: u64,
+    pub first_compaction_error: Option<String>,
+    /// Container operations that failed (the application got an error, or a close at
+    /// release could not report one), and the first such message.
+    pub failures: u64,
+    pub first_failure: Option<String>,
+}
+
+/// The mount options of `-o`: `(options, allow_other)`; unknown ones are refused.
+pub fn parse_options(list: &[String]) -> Result<(Vec<MountOption>, bool)> {
+    let mut out = Vec::new();
+    let mut allow_other = false;
+    for opt in list.iter().flat_map(|s| s.split(',')).map(str::trim) {
+        let o = match opt {
+            "" | "default_permissions" | "rw" => continue,
+            "allow_other" => {
+                allow_other = true;
+                continue;
+            }
+            "ro" => MountOption::RO,
+            "noatime" => MountOption::NoAtime,
+            "atime" => MountOption::Atime,
+            "nodev" => MountOption::NoDev,
+            "dev" => MountOption::Dev,
+            "nosuid" => MountOption::NoSuid,
+            "suid" => MountOption::Suid,
+            "noexec" => MountOption::NoExec,
+            "exec" => MountOption::Exec,
+            "sync" => MountOption::Sync,
+            "async" => MountOption::Async,
+            "dirsync" => MountOption::DirSync,
+            _ => match opt.strip_prefix("fsname=") {
+                Some(name) if !name.is_empty() => MountOption::FSName(name.to_string()),
+                _ => {
+                    return Err(FsError::Invalid(format!(
+                        "-o {opt}: unsupported mount option (supported: ro, rw, noatime, \
+                         atime, nodev, dev, nosuid, suid, noexec, exec, sync, async, \
+                         dirsync, allow_other, default_permissions, fsname=NAME)"
+                    )))
+                }
+            },
+        };
+        out.push(o);
+    }
+    Ok((out, allow_other))
+}
+
+/// The container file system; serve it with [`session::serve`] (or use [`run`]).
+pub struct ContainerFs {
+    shared: Arc<Shared>,
+}
+
+impl ContainerFs {
+    /// A mount of `backend` (an existing directory, absolute) creating containers in
+    /// index mode `mode`, compacting with the default thresholds.
+    pub fn new(backend: PathBuf, mode: IndexMode) -> Self {
+        Self::with_compaction(backend, mode, Some(Thresholds::default()))
+    }
+
+    /// [`ContainerFs::new`] with the background compaction's thresholds (`None`: off).
+    pub fn with_compaction(
+        backend: PathBuf,
+        mode: IndexMode,
+        compaction: Option<Thresholds>,
+    ) -> Self {
+        ContainerFs {
+            shared: Arc::new(Shared::new(backend, mode, compaction)),
+        }
+    }
+}
+
+/// The backend directory, absolute: an existing directory that is not itself a
+/// container.
+pub fn check_backend(p: &Path) -> Result<PathBuf> {
+    let meta = fs::metadata(p).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENOENT) => {
+            FsError::Invalid(format!("backend directory {} does not exist", shown(p)))
+        }
+        _ => FsError::io(format!("backend directory {}", shown(p)), e),
+    })?;
+    if !meta.is_dir() {
+        return Err(FsError::Invalid(format!(
+            "backend {} is not a directory",
+            shown(p)
+        )));
+    }
+    if layout::is_container(p) {
+        return Err(FsError::Invalid(format!(
+            "backend {} is itself a patio container; mount the directory that holds it",
+            shown(p)
+        )));
+    }
+    fs::canonicalize(p).map_err(|e| FsError::io(format!("backend directory {}", shown(p)), e))
+}
+
+/// Mounts the container file system and serves it until the mount ends; then closes
+/// every writer still open and returns what was done.
+pub fn run(req: &ContainerMount, notify: &mut dyn FnMut(&str)) -> Result<ContainerSummary> {
+    let (options, allow_other) = parse_options(&req.options)?;
+    let backend = check_backend(&req.backend)?;
+    let mountpoint = session::check_mountpoint(&req.mountpoint, &backend)?;
+    session::check_fuse()?;
+    let fs = ContainerFs::with_compaction(backend, req.index, req.compaction);
+    let shared = fs.shared.clone();
+    let cfg = MountConfig {
+        allow_other: req.allow_other || allow_other,
+        fsname: "patio-container".into(),
+        options,
+        ..MountConfig::default()
+    };
+    let ended = session::serve(fs, &mountpoint, &cfg, notify)?;
+    Ok(shared.finish(ended))
+}
