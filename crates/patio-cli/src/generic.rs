@@ -36,11 +36,21 @@ pub fn xz(data: &[u8], level: u32, extreme: bool) -> Result<Vec<u8>> {
     Ok(e.finish()?)
 }
 
-/// `xz -d`.
+/// `xz -d`, in process: liblzma's stream decoder writing straight into the output
+/// vector (no intermediate buffer), which grows as it fills.
 pub fn unxz(data: &[u8]) -> Result<Vec<u8>> {
-    let mut d = xz2::write::XzDecoder::new(Vec::new());
-    d.write_all(data)?;
-    Ok(d.finish()?)
+    let mut stream = xz2::stream::Stream::new_stream_decoder(u64::MAX, 0)?;
+    let mut out = Vec::with_capacity(data.len() * 4);
+    loop {
+        let read = stream.total_in() as usize;
+        match stream.process_vec(&data[read..], &mut out, xz2::stream::Action::Finish)? {
+            xz2::stream::Status::StreamEnd => return Ok(out),
+            _ if out.len() < out.capacity() => {
+                anyhow::bail!("xz data ends before its stream does")
+            }
+            _ => out.reserve(out.capacity()),
+        }
+    }
 }
 
 /// How request records are laid out for a generic compressor.

@@ -2,9 +2,10 @@
 //! the stream-set and native-trace encodings (docs/FORMATS.md, "Block coder").
 //!
 //! Each block is coded on its own — a reader decodes any block without the others — by
-//! the smallest of: stored as is, zstd (level 19), or LZMA with one of a few literal
-//! context / position settings (varint payloads favour few context bits). The choice is
-//! one byte, the *codec*:
+//! the smallest of: stored as is, zstd (level 19 up to [`ZSTD_HIGH_MAX`] bytes, level 9
+//! above: there LZMA is smaller and level 19 would cost most of the encoding time), or
+//! LZMA with one of a few literal context / position settings (varint payloads favour
+//! few context bits). The choice is one byte, the *codec*:
 //!
 //! * `0` stored;
 //! * `1` zstd frame;
@@ -16,6 +17,7 @@
 //! damaged block can neither allocate more nor decode to a different length unnoticed.
 
 use crate::error::{CoreError, Result};
+use std::borrow::Cow;
 
 /// Largest raw block.
 pub const MAX_BLOCK: usize = 1 << 16;
@@ -29,6 +31,10 @@ const DICT: u32 = MAX_BLOCK as u32;
 /// `(lc, lp, pb)` settings tried per block.
 const LZMA_SETTINGS: [(u32, u32, u32); 3] = [(1, 0, 0), (3, 0, 2), (0, 0, 0)];
 const ZSTD_LEVEL: i32 = 19;
+/// Largest block given zstd's [`ZSTD_LEVEL`] at [`Effort::Best`]; longer ones get
+/// [`FAST_ZSTD_LEVEL`]. On the real traces zstd wins only blocks of a few hundred
+/// bytes, and level 19 takes 5× LZMA's time on a full 64 KiB block.
+pub const ZSTD_HIGH_MAX: usize = 16 << 10;
 /// liblzma preset: 9, extreme.
 const LZMA_PRESET: u32 = 9;
 
@@ -85,7 +91,8 @@ pub fn pack(raw: &[u8], effort: Effort) -> Packed {
     };
     let (zstd_level, preset, settings) = match effort {
         Effort::Fast => (FAST_ZSTD_LEVEL, FAST_LZMA_PRESET, &LZMA_SETTINGS[..1]),
-        _ => (ZSTD_LEVEL, LZMA_PRESET, &LZMA_SETTINGS[..]),
+        _ if raw.len() <= ZSTD_HIGH_MAX => (ZSTD_LEVEL, LZMA_PRESET, &LZMA_SETTINGS[..]),
+        _ => (FAST_ZSTD_LEVEL, LZMA_PRESET, &LZMA_SETTINGS[..]),
     };
     if let Ok(z) = zstd::bulk::compress(raw, zstd_level) {
         consider(CODEC_ZSTD, z);
@@ -98,8 +105,27 @@ pub fn pack(raw: &[u8], effort: Effort) -> Packed {
     best
 }
 
-/// Decodes a block of exactly `raw_len` bytes; `at` is where it sits in its file.
-pub fn unpack(codec: u8, bytes: &[u8], raw_len: usize, at: usize) -> Result<Vec<u8>> {
+thread_local! {
+    /// One zstd decoding context per thread, reused by every block: creating one costs
+    /// more than decoding a small block (it allocates its tables and probes the CPU).
+    static ZSTD: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn unzstd(bytes: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
+    ZSTD.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let d = match cell.as_mut() {
+            Some(d) => d,
+            None => cell.insert(zstd::bulk::Decompressor::new()?),
+        };
+        d.decompress(bytes, raw_len)
+    })
+}
+
+/// Decodes a block of exactly `raw_len` bytes; `at` is where it sits in its file. A
+/// stored block is returned without a copy.
+pub fn unpack(codec: u8, bytes: &[u8], raw_len: usize, at: usize) -> Result<Cow<'_, [u8]>> {
     let bad = |why: String| CoreError::corrupt(at, why);
     if raw_len > MAX_BLOCK {
         return Err(bad(format!(
@@ -107,13 +133,17 @@ pub fn unpack(codec: u8, bytes: &[u8], raw_len: usize, at: usize) -> Result<Vec<
         )));
     }
     let out = match codec {
-        CODEC_STORED => bytes.to_vec(),
-        CODEC_ZSTD => zstd::bulk::decompress(bytes, raw_len)
-            .map_err(|e| bad(format!("zstd block does not decode: {e}")))?,
+        CODEC_STORED => Cow::Borrowed(bytes),
+        CODEC_ZSTD => Cow::Owned(
+            unzstd(bytes, raw_len).map_err(|e| bad(format!("zstd block does not decode: {e}")))?,
+        ),
         p if p - CODEC_LZMA < 225 => {
             let mut input = Vec::with_capacity(13 + bytes.len());
             input.push(p - CODEC_LZMA);
-            input.extend_from_slice(&DICT.to_le_bytes());
+            // No match reaches further back than the block's start: a dictionary of
+            // the block's length (liblzma's least, 4 KiB, for short ones) suffices.
+            let dict = (raw_len as u32).clamp(4096, DICT);
+            input.extend_from_slice(&dict.to_le_bytes());
             input.extend_from_slice(&u64::MAX.to_le_bytes());
             input.extend_from_slice(bytes);
             let mut stream = xz2::stream::Stream::new_lzma_decoder(1 << 24)
@@ -121,7 +151,7 @@ pub fn unpack(codec: u8, bytes: &[u8], raw_len: usize, at: usize) -> Result<Vec<
             // One spare byte: a block longer than announced fills it and is refused.
             let mut out = Vec::with_capacity(raw_len + 1);
             match stream.process_vec(&input, &mut out, xz2::stream::Action::Finish) {
-                Ok(xz2::stream::Status::StreamEnd) => out,
+                Ok(xz2::stream::Status::StreamEnd) => Cow::Owned(out),
                 Ok(_) => return Err(bad("LZMA block is truncated or too long".into())),
                 Err(e) => return Err(bad(format!("LZMA block does not decode: {e}"))),
             }
@@ -195,14 +225,15 @@ pub fn get_section(c: &mut crate::codec::Cursor, what: &str) -> Result<Vec<u8>> 
         let crc = c.u32_le()?;
         entries.push((codec, raw, stored, crc));
     }
-    let mut out = Vec::with_capacity(raw_len as usize);
+    // Grown block by block: a damaged length must not reserve memory up front.
+    let mut out = Vec::with_capacity(raw_len.min(MAX_BLOCK as u64) as usize);
     for (codec, raw, stored, crc) in entries {
         let at = c.position();
         let bytes = c.take(stored)?;
         if crate::codec::crc32c(bytes) != crc {
             return Err(CoreError::corrupt(at, format!("{what}: checksum mismatch")));
         }
-        out.extend(unpack(codec, bytes, raw, at)?);
+        out.extend_from_slice(&unpack(codec, bytes, raw, at)?);
     }
     if out.len() as u64 != raw_len {
         return Err(CoreError::corrupt(
@@ -256,5 +287,18 @@ mod tests {
             }
         }
         assert!(unpack(250, b"", 0, 0).is_err());
+    }
+
+    /// The per-thread zstd context stays usable after a block that fails.
+    #[test]
+    fn zstd_context_survives_damage() {
+        let raw: Vec<u8> = (0..3000u32).flat_map(|i| (i % 50).to_le_bytes()).collect();
+        let z = zstd::bulk::compress(&raw, ZSTD_LEVEL).unwrap();
+        let mut bad = z.clone();
+        bad[z.len() / 2] ^= 0xff;
+        let _ = unpack(CODEC_ZSTD, &bad, raw.len(), 0);
+        assert!(unpack(CODEC_ZSTD, &z[..z.len() - 1], raw.len(), 0).is_err());
+        assert!(unpack(CODEC_ZSTD, &z, raw.len() - 1, 0).is_err());
+        assert_eq!(&*unpack(CODEC_ZSTD, &z, raw.len(), 0).unwrap(), &raw[..]);
     }
 }
