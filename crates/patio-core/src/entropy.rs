@@ -15,6 +15,10 @@
 //!
 //! Decoding is bounded by the raw length the caller gives (from its block index): a
 //! damaged block can neither allocate more nor decode to a different length unnoticed.
+//! Small blocks decode in microseconds, so the decoders' fixed costs matter: each
+//! thread keeps one zstd context and one raw LZMA decoder across blocks (liblzma and
+//! zstd keep their tables and state instead of allocating them per block), an LZMA
+//! dictionary is sized to the block, and a stored block is returned without a copy.
 
 use crate::error::{CoreError, Result};
 use std::borrow::Cow;
@@ -123,6 +127,96 @@ fn unzstd(bytes: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
     })
 }
 
+/// A raw LZMA decoder kept per thread: re-initialised for each block, liblzma keeps its
+/// allocations (decoder state, a dictionary of the same size) instead of making them
+/// anew.
+struct RawLzma(Box<lzma_sys::lzma_stream>);
+
+impl RawLzma {
+    fn new() -> Self {
+        // SAFETY: an all-zero `lzma_stream` is `LZMA_STREAM_INIT`.
+        RawLzma(Box::new(unsafe { std::mem::zeroed() }))
+    }
+
+    /// Decodes the raw LZMA data of a block of `raw_len` bytes with properties byte
+    /// `props`, ended by an end marker.
+    fn decode(
+        &mut self,
+        props: u8,
+        bytes: &[u8],
+        raw_len: usize,
+    ) -> std::result::Result<Vec<u8>, String> {
+        // SAFETY: an all-zero `lzma_options_lzma` is plain integers and null pointers;
+        // the fields the decoder reads are set below.
+        let mut opts: lzma_sys::lzma_options_lzma = unsafe { std::mem::zeroed() };
+        // No match reaches further back than the block's start: a dictionary of the
+        // block's length (liblzma's least, 4 KiB, for short ones) suffices.
+        opts.dict_size = (raw_len as u32).clamp(4096, DICT);
+        opts.lc = u32::from(props % 9);
+        opts.lp = u32::from(props / 9 % 5);
+        opts.pb = u32::from(props / 45);
+        let filters = [
+            lzma_sys::lzma_filter {
+                id: lzma_sys::LZMA_FILTER_LZMA1,
+                options: (&mut opts as *mut lzma_sys::lzma_options_lzma).cast(),
+            },
+            lzma_sys::lzma_filter {
+                id: lzma_sys::LZMA_VLI_UNKNOWN,
+                options: std::ptr::null_mut(),
+            },
+        ];
+        let strm = &mut *self.0;
+        // SAFETY: `strm` is an initialised stream, `filters` a terminated chain whose
+        // options outlive the call (liblzma copies what it keeps).
+        let ret = unsafe { lzma_sys::lzma_raw_decoder(strm, filters.as_ptr()) };
+        if ret != lzma_sys::LZMA_OK {
+            return Err(format!("LZMA block has invalid properties {props}"));
+        }
+        // One spare byte: a block longer than announced fills it and is refused.
+        let mut out: Vec<u8> = Vec::with_capacity(raw_len + 1);
+        strm.next_in = bytes.as_ptr();
+        strm.avail_in = bytes.len();
+        strm.next_out = out.as_mut_ptr();
+        strm.avail_out = raw_len + 1;
+        // SAFETY: the input and output pointers cover `bytes` and `out`'s capacity.
+        let ret = unsafe { lzma_sys::lzma_code(strm, lzma_sys::LZMA_FINISH) };
+        let written = raw_len + 1 - strm.avail_out;
+        // SAFETY: liblzma wrote `written` bytes at the start of `out`.
+        unsafe { out.set_len(written) };
+        strm.next_in = std::ptr::null();
+        strm.avail_in = 0;
+        strm.next_out = std::ptr::null_mut();
+        strm.avail_out = 0;
+        match ret {
+            lzma_sys::LZMA_STREAM_END => Ok(out),
+            lzma_sys::LZMA_OK | lzma_sys::LZMA_BUF_ERROR => {
+                Err("LZMA block is truncated or too long".into())
+            }
+            _ => Err("LZMA block does not decode (corrupt data)".into()),
+        }
+    }
+}
+
+impl Drop for RawLzma {
+    fn drop(&mut self) {
+        // SAFETY: the stream was initialised by `new` (ending a never-used stream is
+        // allowed) and is not used again.
+        unsafe { lzma_sys::lzma_end(&mut *self.0) }
+    }
+}
+
+thread_local! {
+    static LZMA: std::cell::RefCell<Option<RawLzma>> = const { std::cell::RefCell::new(None) };
+}
+
+fn unlzma(props: u8, bytes: &[u8], raw_len: usize) -> std::result::Result<Vec<u8>, String> {
+    LZMA.with(|cell| {
+        cell.borrow_mut()
+            .get_or_insert_with(RawLzma::new)
+            .decode(props, bytes, raw_len)
+    })
+}
+
 /// Decodes a block of exactly `raw_len` bytes; `at` is where it sits in its file. A
 /// stored block is returned without a copy.
 pub fn unpack(codec: u8, bytes: &[u8], raw_len: usize, at: usize) -> Result<Cow<'_, [u8]>> {
@@ -138,23 +232,7 @@ pub fn unpack(codec: u8, bytes: &[u8], raw_len: usize, at: usize) -> Result<Cow<
             unzstd(bytes, raw_len).map_err(|e| bad(format!("zstd block does not decode: {e}")))?,
         ),
         p if p - CODEC_LZMA < 225 => {
-            let mut input = Vec::with_capacity(13 + bytes.len());
-            input.push(p - CODEC_LZMA);
-            // No match reaches further back than the block's start: a dictionary of
-            // the block's length (liblzma's least, 4 KiB, for short ones) suffices.
-            let dict = (raw_len as u32).clamp(4096, DICT);
-            input.extend_from_slice(&dict.to_le_bytes());
-            input.extend_from_slice(&u64::MAX.to_le_bytes());
-            input.extend_from_slice(bytes);
-            let mut stream = xz2::stream::Stream::new_lzma_decoder(1 << 24)
-                .map_err(|e| bad(format!("LZMA decoder: {e}")))?;
-            // One spare byte: a block longer than announced fills it and is refused.
-            let mut out = Vec::with_capacity(raw_len + 1);
-            match stream.process_vec(&input, &mut out, xz2::stream::Action::Finish) {
-                Ok(xz2::stream::Status::StreamEnd) => Cow::Owned(out),
-                Ok(_) => return Err(bad("LZMA block is truncated or too long".into())),
-                Err(e) => return Err(bad(format!("LZMA block does not decode: {e}"))),
-            }
+            Cow::Owned(unlzma(p - CODEC_LZMA, bytes, raw_len).map_err(bad)?)
         }
         other => return Err(bad(format!("unknown block codec {other}"))),
     };
