@@ -36,11 +36,67 @@ pub fn xz(data: &[u8], level: u32, extreme: bool) -> Result<Vec<u8>> {
     Ok(e.finish()?)
 }
 
-/// `xz -d`.
-pub fn unxz(data: &[u8]) -> Result<Vec<u8>> {
-    let mut d = xz2::write::XzDecoder::new(Vec::new());
-    d.write_all(data)?;
-    Ok(d.finish()?)
+/// `xz -d` in process as a benchmark's baseline: liblzma's stream decoder writing
+/// straight into the output vector (no intermediate buffer), kept across calls and
+/// re-initialised for each, so liblzma keeps its allocations (the dictionary, the
+/// decoder state) as patio's block decoders keep theirs per thread.
+pub struct Unxz(Box<lzma_sys::lzma_stream>);
+
+impl Unxz {
+    pub fn new() -> Self {
+        // SAFETY: an all-zero `lzma_stream` is `LZMA_STREAM_INIT`.
+        Unxz(Box::new(unsafe { std::mem::zeroed() }))
+    }
+
+    /// Decodes one `.xz` stream.
+    pub fn decode(&mut self, data: &[u8]) -> Result<Vec<u8>> {
+        let strm = &mut *self.0;
+        // SAFETY: `strm` is an initialised stream.
+        let ret = unsafe { lzma_sys::lzma_stream_decoder(strm, u64::MAX, 0) };
+        anyhow::ensure!(ret == lzma_sys::LZMA_OK, "xz decoder: error {ret}");
+        let mut out: Vec<u8> = Vec::with_capacity(data.len() * 4);
+        strm.next_in = data.as_ptr();
+        strm.avail_in = data.len();
+        let result = loop {
+            let len = out.len();
+            let room = out.capacity() - len;
+            // SAFETY: `len <= capacity`: the pointer stays inside `out`'s allocation.
+            strm.next_out = unsafe { out.as_mut_ptr().add(len) };
+            strm.avail_out = room;
+            // SAFETY: input and output pointers cover `data` and `out`'s spare room.
+            let ret = unsafe { lzma_sys::lzma_code(strm, lzma_sys::LZMA_FINISH) };
+            // SAFETY: liblzma wrote `room - avail_out` bytes after `len`.
+            unsafe { out.set_len(len + room - strm.avail_out) };
+            match ret {
+                lzma_sys::LZMA_STREAM_END => break Ok(()),
+                lzma_sys::LZMA_OK | lzma_sys::LZMA_BUF_ERROR if strm.avail_out == 0 => {
+                    out.reserve(out.capacity());
+                }
+                lzma_sys::LZMA_OK | lzma_sys::LZMA_BUF_ERROR => {
+                    break Err(anyhow::anyhow!("xz data ends before its stream does"))
+                }
+                e => break Err(anyhow::anyhow!("xz data does not decode (error {e})")),
+            }
+        };
+        strm.next_in = std::ptr::null();
+        strm.avail_in = 0;
+        strm.next_out = std::ptr::null_mut();
+        strm.avail_out = 0;
+        result.map(|()| out)
+    }
+}
+
+impl Default for Unxz {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for Unxz {
+    fn drop(&mut self) {
+        // SAFETY: the stream was initialised by `new` and is not used again.
+        unsafe { lzma_sys::lzma_end(&mut *self.0) }
+    }
 }
 
 /// How request records are laid out for a generic compressor.

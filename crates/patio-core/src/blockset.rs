@@ -25,7 +25,7 @@ use crate::entropy::{self, Effort, MAX_BLOCK};
 use crate::error::{CoreError, Result};
 use crate::records;
 use crate::seqcodec::{SeqDecoder, SeqEncoder};
-use crate::streamset::{decode_streams_within, encode_streams};
+use crate::streamset::{decode_streams_into, encode_streams};
 use crate::tree::PatternSeq;
 use std::collections::HashMap;
 
@@ -314,7 +314,7 @@ impl<'a> StreamSet<'a> {
             ));
         }
         let header = if codec == entropy::CODEC_STORED && raw_len == len as u64 {
-            stored.to_vec()
+            std::borrow::Cow::Borrowed(stored)
         } else {
             entropy::unpack(codec, stored, raw_len.min(usize::MAX as u64) as usize, at)?
         };
@@ -465,6 +465,19 @@ impl<'a> StreamSet<'a> {
 
     /// Decodes block `b`: its requests in order.
     pub fn decode_block(&self, b: usize) -> Result<Vec<(u64, u64)>> {
+        let (mut o, mut l) = (Vec::new(), Vec::new());
+        self.decode_block_into(b, &mut o, &mut l)?;
+        Ok(o.into_iter().zip(l).collect())
+    }
+
+    /// Decodes block `b`, appending its requests' offsets and lengths (stored streams
+    /// in order) to `offsets` and `lengths`.
+    fn decode_block_into(
+        &self,
+        b: usize,
+        offsets: &mut Vec<u64>,
+        lengths: &mut Vec<u64>,
+    ) -> Result<()> {
         let e = &self.blocks[b];
         let stored = &self.bytes[e.at..e.at + e.len];
         if crc32c(stored) != e.crc {
@@ -485,30 +498,32 @@ impl<'a> StreamSet<'a> {
             }
             pos = stop;
         }
+        offsets.reserve(e.requests as usize);
+        lengths.reserve(e.requests as usize);
         let mut c = Cursor::with_base(&raw, e.at);
-        let mut out = Vec::with_capacity(e.requests as usize);
         match c.u8()? {
             KIND_RECORDS => {
                 for &n in &pieces {
-                    let (o, l) = records::get(&mut c, n)?;
-                    out.extend(o.into_iter().zip(l));
+                    records::get_into(&mut c, n, offsets, lengths)?;
                 }
                 if !c.is_at_end() {
                     return Err(c.error("trailing bytes after the block's records"));
                 }
             }
             KIND_PATTERNS => {
-                let decoded =
-                    decode_streams_within(&raw[1..], pieces.len() as u64, e.requests, e.at)?;
-                let lens: Vec<usize> = decoded.iter().map(|(o, _)| o.len()).collect();
-                if lens != pieces {
+                let counts = decode_streams_into(
+                    &raw[1..],
+                    pieces.len() as u64,
+                    e.requests,
+                    e.at,
+                    offsets,
+                    lengths,
+                )?;
+                if counts != pieces {
                     return Err(CoreError::corrupt(
                         e.at,
                         format!("block {b} holds streams of other lengths than its index says"),
                     ));
-                }
-                for (o, l) in decoded {
-                    out.extend(o.into_iter().zip(l));
                 }
             }
             kind => {
@@ -518,7 +533,7 @@ impl<'a> StreamSet<'a> {
                 ))
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Requests `[from, to)` of stream `k` (positions inside the stream), decoding the
@@ -536,18 +551,24 @@ impl<'a> StreamSet<'a> {
             requests: Vec::new(),
             blocks_decoded: 0,
         };
+        let (mut offsets, mut lengths) = (Vec::new(), Vec::new());
         for b in self.blocks_between(lo, hi) {
             let e = &self.blocks[b];
             if !keep(e) {
                 continue;
             }
-            let reqs = self.decode_block(b)?;
+            offsets.clear();
+            lengths.clear();
+            self.decode_block_into(b, &mut offsets, &mut lengths)?;
             answer.blocks_decoded += 1;
-            let a = lo.max(e.first) - e.first;
-            let z = hi.min(e.first + e.requests) - e.first;
-            answer
-                .requests
-                .extend_from_slice(&reqs[a as usize..z as usize]);
+            let a = (lo.max(e.first) - e.first) as usize;
+            let z = (hi.min(e.first + e.requests) - e.first) as usize;
+            answer.requests.extend(
+                offsets[a..z]
+                    .iter()
+                    .copied()
+                    .zip(lengths[a..z].iter().copied()),
+            );
         }
         Ok(answer)
     }
@@ -578,21 +599,86 @@ impl<'a> StreamSet<'a> {
         Ok(a)
     }
 
-    /// Every stream, decoded.
-    pub fn decode_all(&self) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
-        let mut all = Vec::new();
+    /// Every stream, decoded into one offset and one length array (streams one
+    /// after the other, copies written out): no allocation per stream.
+    pub fn decode_flat(&self) -> Result<Decoded> {
+        let (mut offsets, mut lengths) = (Vec::new(), Vec::new());
         for b in 0..self.blocks.len() {
-            all.extend(self.decode_block(b)?);
+            self.decode_block_into(b, &mut offsets, &mut lengths)?;
         }
-        Ok(self
+        let copies = self.stored_of.iter().enumerate().any(|(k, &s)| k != s);
+        let mut bounds = Vec::with_capacity(self.stored_of.len() + 1);
+        bounds.push(0);
+        if !copies {
+            // Every stream stored in order: the stored requests are the answer.
+            bounds.extend(
+                self.starts
+                    .iter()
+                    .zip(&self.counts)
+                    .map(|(s, n)| (s + n) as usize),
+            );
+            return Ok(Decoded {
+                offsets,
+                lengths,
+                bounds,
+            });
+        }
+        let total = self
             .stored_of
             .iter()
-            .map(|&s| {
-                let from = self.starts[s] as usize;
-                let part = &all[from..from + self.counts[s] as usize];
-                part.iter().copied().unzip()
+            .map(|&s| self.counts[s] as usize)
+            .sum();
+        let (mut all_offsets, mut all_lengths) =
+            (Vec::with_capacity(total), Vec::with_capacity(total));
+        for &s in &self.stored_of {
+            let range = self.starts[s] as usize..(self.starts[s] + self.counts[s]) as usize;
+            all_offsets.extend_from_slice(&offsets[range.clone()]);
+            all_lengths.extend_from_slice(&lengths[range]);
+            bounds.push(all_offsets.len());
+        }
+        Ok(Decoded {
+            offsets: all_offsets,
+            lengths: all_lengths,
+            bounds,
+        })
+    }
+
+    /// Every stream, decoded, one pair of vectors per stream.
+    pub fn decode_all(&self) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
+        Ok(self.decode_flat()?.into_streams())
+    }
+}
+
+/// Every stream of a set: offsets and lengths of stream after stream in two arrays,
+/// and where each stream ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decoded {
+    pub offsets: Vec<u64>,
+    pub lengths: Vec<u64>,
+    /// `bounds[k]..bounds[k + 1]` are stream `k`'s requests.
+    pub bounds: Vec<usize>,
+}
+
+impl Decoded {
+    /// Number of streams.
+    pub fn streams(&self) -> usize {
+        self.bounds.len() - 1
+    }
+
+    /// Stream `k`'s offsets and lengths.
+    pub fn stream(&self, k: usize) -> (&[u64], &[u64]) {
+        let r = self.bounds[k]..self.bounds[k + 1];
+        (&self.offsets[r.clone()], &self.lengths[r])
+    }
+
+    /// One pair of vectors per stream.
+    pub fn into_streams(self) -> Vec<(Vec<u64>, Vec<u64>)> {
+        (0..self.streams())
+            .map(|k| {
+                let (o, l) = self.stream(k);
+                (o.to_vec(), l.to_vec())
             })
-            .collect())
+            .collect()
     }
 }
 

@@ -91,6 +91,13 @@ impl<'a> Cursor<'a> {
     }
 
     pub fn uvarint(&mut self) -> Result<u64> {
+        // One byte: most values of a record or a column.
+        if let Some(&b) = self.bytes.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(b as u64);
+            }
+        }
         let start = self.position();
         let mut v: u64 = 0;
         for shift in (0..70).step_by(7) {

@@ -2,9 +2,10 @@
 //! the stream-set and native-trace encodings (docs/FORMATS.md, "Block coder").
 //!
 //! Each block is coded on its own — a reader decodes any block without the others — by
-//! the smallest of: stored as is, zstd (level 19), or LZMA with one of a few literal
-//! context / position settings (varint payloads favour few context bits). The choice is
-//! one byte, the *codec*:
+//! the smallest of: stored as is, zstd (level 19 up to [`ZSTD_HIGH_MAX`] bytes, level 9
+//! above: there LZMA is smaller and level 19 would cost most of the encoding time), or
+//! LZMA with one of a few literal context / position settings (varint payloads favour
+//! few context bits). The choice is one byte, the *codec*:
 //!
 //! * `0` stored;
 //! * `1` zstd frame;
@@ -14,8 +15,13 @@
 //!
 //! Decoding is bounded by the raw length the caller gives (from its block index): a
 //! damaged block can neither allocate more nor decode to a different length unnoticed.
+//! Small blocks decode in microseconds, so the decoders' fixed costs matter: each
+//! thread keeps one zstd context and one raw LZMA decoder across blocks (liblzma and
+//! zstd keep their tables and state instead of allocating them per block), an LZMA
+//! dictionary is sized to the block, and a stored block is returned without a copy.
 
 use crate::error::{CoreError, Result};
+use std::borrow::Cow;
 
 /// Largest raw block.
 pub const MAX_BLOCK: usize = 1 << 16;
@@ -29,6 +35,10 @@ const DICT: u32 = MAX_BLOCK as u32;
 /// `(lc, lp, pb)` settings tried per block.
 const LZMA_SETTINGS: [(u32, u32, u32); 3] = [(1, 0, 0), (3, 0, 2), (0, 0, 0)];
 const ZSTD_LEVEL: i32 = 19;
+/// Largest block given zstd's [`ZSTD_LEVEL`] at [`Effort::Best`]; longer ones get
+/// [`FAST_ZSTD_LEVEL`]. On the real traces zstd wins only blocks of a few hundred
+/// bytes, and level 19 takes 5× LZMA's time on a full 64 KiB block.
+pub const ZSTD_HIGH_MAX: usize = 16 << 10;
 /// liblzma preset: 9, extreme.
 const LZMA_PRESET: u32 = 9;
 
@@ -85,7 +95,8 @@ pub fn pack(raw: &[u8], effort: Effort) -> Packed {
     };
     let (zstd_level, preset, settings) = match effort {
         Effort::Fast => (FAST_ZSTD_LEVEL, FAST_LZMA_PRESET, &LZMA_SETTINGS[..1]),
-        _ => (ZSTD_LEVEL, LZMA_PRESET, &LZMA_SETTINGS[..]),
+        _ if raw.len() <= ZSTD_HIGH_MAX => (ZSTD_LEVEL, LZMA_PRESET, &LZMA_SETTINGS[..]),
+        _ => (FAST_ZSTD_LEVEL, LZMA_PRESET, &LZMA_SETTINGS[..]),
     };
     if let Ok(z) = zstd::bulk::compress(raw, zstd_level) {
         consider(CODEC_ZSTD, z);
@@ -98,8 +109,117 @@ pub fn pack(raw: &[u8], effort: Effort) -> Packed {
     best
 }
 
-/// Decodes a block of exactly `raw_len` bytes; `at` is where it sits in its file.
-pub fn unpack(codec: u8, bytes: &[u8], raw_len: usize, at: usize) -> Result<Vec<u8>> {
+thread_local! {
+    /// One zstd decoding context per thread, reused by every block: creating one costs
+    /// more than decoding a small block (it allocates its tables and probes the CPU).
+    static ZSTD: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn unzstd(bytes: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
+    ZSTD.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let d = match cell.as_mut() {
+            Some(d) => d,
+            None => cell.insert(zstd::bulk::Decompressor::new()?),
+        };
+        d.decompress(bytes, raw_len)
+    })
+}
+
+/// A raw LZMA decoder kept per thread: re-initialised for each block, liblzma keeps its
+/// allocations (decoder state, a dictionary of the same size) instead of making them
+/// anew.
+struct RawLzma(Box<lzma_sys::lzma_stream>);
+
+impl RawLzma {
+    fn new() -> Self {
+        // SAFETY: an all-zero `lzma_stream` is `LZMA_STREAM_INIT`.
+        RawLzma(Box::new(unsafe { std::mem::zeroed() }))
+    }
+
+    /// Decodes the raw LZMA data of a block of `raw_len` bytes with properties byte
+    /// `props`, ended by an end marker.
+    fn decode(
+        &mut self,
+        props: u8,
+        bytes: &[u8],
+        raw_len: usize,
+    ) -> std::result::Result<Vec<u8>, String> {
+        // SAFETY: an all-zero `lzma_options_lzma` is plain integers and null pointers;
+        // the fields the decoder reads are set below.
+        let mut opts: lzma_sys::lzma_options_lzma = unsafe { std::mem::zeroed() };
+        // No match reaches further back than the block's start: a dictionary of the
+        // block's length (liblzma's least, 4 KiB, for short ones) suffices.
+        opts.dict_size = (raw_len as u32).clamp(4096, DICT);
+        opts.lc = u32::from(props % 9);
+        opts.lp = u32::from(props / 9 % 5);
+        opts.pb = u32::from(props / 45);
+        let filters = [
+            lzma_sys::lzma_filter {
+                id: lzma_sys::LZMA_FILTER_LZMA1,
+                options: (&mut opts as *mut lzma_sys::lzma_options_lzma).cast(),
+            },
+            lzma_sys::lzma_filter {
+                id: lzma_sys::LZMA_VLI_UNKNOWN,
+                options: std::ptr::null_mut(),
+            },
+        ];
+        let strm = &mut *self.0;
+        // SAFETY: `strm` is an initialised stream, `filters` a terminated chain whose
+        // options outlive the call (liblzma copies what it keeps).
+        let ret = unsafe { lzma_sys::lzma_raw_decoder(strm, filters.as_ptr()) };
+        if ret != lzma_sys::LZMA_OK {
+            return Err(format!("LZMA block has invalid properties {props}"));
+        }
+        // One spare byte: a block longer than announced fills it and is refused.
+        let mut out: Vec<u8> = Vec::with_capacity(raw_len + 1);
+        strm.next_in = bytes.as_ptr();
+        strm.avail_in = bytes.len();
+        strm.next_out = out.as_mut_ptr();
+        strm.avail_out = raw_len + 1;
+        // SAFETY: the input and output pointers cover `bytes` and `out`'s capacity.
+        let ret = unsafe { lzma_sys::lzma_code(strm, lzma_sys::LZMA_FINISH) };
+        let written = raw_len + 1 - strm.avail_out;
+        // SAFETY: liblzma wrote `written` bytes at the start of `out`.
+        unsafe { out.set_len(written) };
+        strm.next_in = std::ptr::null();
+        strm.avail_in = 0;
+        strm.next_out = std::ptr::null_mut();
+        strm.avail_out = 0;
+        match ret {
+            lzma_sys::LZMA_STREAM_END => Ok(out),
+            lzma_sys::LZMA_OK | lzma_sys::LZMA_BUF_ERROR => {
+                Err("LZMA block is truncated or too long".into())
+            }
+            _ => Err("LZMA block does not decode (corrupt data)".into()),
+        }
+    }
+}
+
+impl Drop for RawLzma {
+    fn drop(&mut self) {
+        // SAFETY: the stream was initialised by `new` (ending a never-used stream is
+        // allowed) and is not used again.
+        unsafe { lzma_sys::lzma_end(&mut *self.0) }
+    }
+}
+
+thread_local! {
+    static LZMA: std::cell::RefCell<Option<RawLzma>> = const { std::cell::RefCell::new(None) };
+}
+
+fn unlzma(props: u8, bytes: &[u8], raw_len: usize) -> std::result::Result<Vec<u8>, String> {
+    LZMA.with(|cell| {
+        cell.borrow_mut()
+            .get_or_insert_with(RawLzma::new)
+            .decode(props, bytes, raw_len)
+    })
+}
+
+/// Decodes a block of exactly `raw_len` bytes; `at` is where it sits in its file. A
+/// stored block is returned without a copy.
+pub fn unpack(codec: u8, bytes: &[u8], raw_len: usize, at: usize) -> Result<Cow<'_, [u8]>> {
     let bad = |why: String| CoreError::corrupt(at, why);
     if raw_len > MAX_BLOCK {
         return Err(bad(format!(
@@ -107,24 +227,12 @@ pub fn unpack(codec: u8, bytes: &[u8], raw_len: usize, at: usize) -> Result<Vec<
         )));
     }
     let out = match codec {
-        CODEC_STORED => bytes.to_vec(),
-        CODEC_ZSTD => zstd::bulk::decompress(bytes, raw_len)
-            .map_err(|e| bad(format!("zstd block does not decode: {e}")))?,
+        CODEC_STORED => Cow::Borrowed(bytes),
+        CODEC_ZSTD => Cow::Owned(
+            unzstd(bytes, raw_len).map_err(|e| bad(format!("zstd block does not decode: {e}")))?,
+        ),
         p if p - CODEC_LZMA < 225 => {
-            let mut input = Vec::with_capacity(13 + bytes.len());
-            input.push(p - CODEC_LZMA);
-            input.extend_from_slice(&DICT.to_le_bytes());
-            input.extend_from_slice(&u64::MAX.to_le_bytes());
-            input.extend_from_slice(bytes);
-            let mut stream = xz2::stream::Stream::new_lzma_decoder(1 << 24)
-                .map_err(|e| bad(format!("LZMA decoder: {e}")))?;
-            // One spare byte: a block longer than announced fills it and is refused.
-            let mut out = Vec::with_capacity(raw_len + 1);
-            match stream.process_vec(&input, &mut out, xz2::stream::Action::Finish) {
-                Ok(xz2::stream::Status::StreamEnd) => out,
-                Ok(_) => return Err(bad("LZMA block is truncated or too long".into())),
-                Err(e) => return Err(bad(format!("LZMA block does not decode: {e}"))),
-            }
+            Cow::Owned(unlzma(p - CODEC_LZMA, bytes, raw_len).map_err(bad)?)
         }
         other => return Err(bad(format!("unknown block codec {other}"))),
     };
@@ -195,14 +303,15 @@ pub fn get_section(c: &mut crate::codec::Cursor, what: &str) -> Result<Vec<u8>> 
         let crc = c.u32_le()?;
         entries.push((codec, raw, stored, crc));
     }
-    let mut out = Vec::with_capacity(raw_len as usize);
+    // Grown block by block: a damaged length must not reserve memory up front.
+    let mut out = Vec::with_capacity(raw_len.min(MAX_BLOCK as u64) as usize);
     for (codec, raw, stored, crc) in entries {
         let at = c.position();
         let bytes = c.take(stored)?;
         if crate::codec::crc32c(bytes) != crc {
             return Err(CoreError::corrupt(at, format!("{what}: checksum mismatch")));
         }
-        out.extend(unpack(codec, bytes, raw, at)?);
+        out.extend_from_slice(&unpack(codec, bytes, raw, at)?);
     }
     if out.len() as u64 != raw_len {
         return Err(CoreError::corrupt(
@@ -256,5 +365,18 @@ mod tests {
             }
         }
         assert!(unpack(250, b"", 0, 0).is_err());
+    }
+
+    /// The per-thread zstd context stays usable after a block that fails.
+    #[test]
+    fn zstd_context_survives_damage() {
+        let raw: Vec<u8> = (0..3000u32).flat_map(|i| (i % 50).to_le_bytes()).collect();
+        let z = zstd::bulk::compress(&raw, ZSTD_LEVEL).unwrap();
+        let mut bad = z.clone();
+        bad[z.len() / 2] ^= 0xff;
+        let _ = unpack(CODEC_ZSTD, &bad, raw.len(), 0);
+        assert!(unpack(CODEC_ZSTD, &z[..z.len() - 1], raw.len(), 0).is_err());
+        assert!(unpack(CODEC_ZSTD, &z, raw.len() - 1, 0).is_err());
+        assert_eq!(&*unpack(CODEC_ZSTD, &z, raw.len(), 0).unwrap(), &raw[..]);
     }
 }

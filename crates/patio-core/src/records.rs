@@ -33,8 +33,22 @@ pub fn put(offsets: &[u64], lengths: &[u64], buf: &mut Vec<u8>) {
 
 /// Reads `n` records (the caller bounds `n`).
 pub fn get(c: &mut Cursor, n: usize) -> Result<(Vec<u64>, Vec<u64>)> {
+    let (mut offsets, mut lengths) = (Vec::new(), Vec::new());
+    get_into(c, n, &mut offsets, &mut lengths)?;
+    Ok((offsets, lengths))
+}
+
+/// Reads `n` records, appending them to `offsets` and `lengths` (the caller bounds
+/// `n`).
+pub fn get_into(
+    c: &mut Cursor,
+    n: usize,
+    offsets: &mut Vec<u64>,
+    lengths: &mut Vec<u64>,
+) -> Result<()> {
     let cap = n.min(c.remaining() / 2);
-    let (mut offsets, mut lengths) = (Vec::with_capacity(cap), Vec::with_capacity(cap));
+    offsets.reserve(cap);
+    lengths.reserve(cap);
     let mut end = 0u64;
     for _ in 0..n {
         let o = end.wrapping_add(c.ivarint()? as u64);
@@ -43,7 +57,7 @@ pub fn get(c: &mut Cursor, n: usize) -> Result<(Vec<u64>, Vec<u64>)> {
         lengths.push(l);
         end = o.wrapping_add(l);
     }
-    Ok((offsets, lengths))
+    Ok(())
 }
 
 #[cfg(test)]

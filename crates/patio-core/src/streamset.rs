@@ -141,14 +141,16 @@ fn split(pieces: &[Piece], bones: &mut Vec<Bone>, params: &mut Vec<i64>) {
     }
 }
 
-/// Rebuilds the values of one sequence from its bones, consuming parameters.
+/// Rebuilds the values of one sequence from its bones, consuming parameters, into
+/// `out` (cleared first).
 fn join(
     bones: &[Bone],
     params: &mut impl Iterator<Item = i64>,
     budget: &mut u64,
     at: usize,
-) -> Result<Vec<i64>> {
-    let mut out = Vec::new();
+    out: &mut Vec<i64>,
+) -> Result<()> {
+    out.clear();
     let mut next = || {
         params
             .next()
@@ -166,9 +168,16 @@ fn join(
                     ));
                 }
                 let node = checked_node(init, body, at)?;
-                out.extend((0..node.len()).map(|i| node.get(i)));
+                out.reserve(node.len() as usize);
+                node.body.expand_into(node.init, out);
             }
             Bone::Literal(n) => {
+                if out.len() as u64 + *n as u64 > MAX_STREAM_VALUES.min(*budget) {
+                    return Err(CoreError::corrupt(
+                        at,
+                        "stream longer than its stream set allows",
+                    ));
+                }
                 for _ in 0..*n {
                     out.push(next()?);
                 }
@@ -176,20 +185,13 @@ fn join(
         }
     }
     *budget = budget.saturating_sub(out.len() as u64);
-    Ok(out)
+    Ok(())
 }
 
 fn relative(values: &[u64], first: u64) -> Vec<i64> {
     values
         .iter()
         .map(|&v| v.wrapping_sub(first) as i64)
-        .collect()
-}
-
-fn absolute(values: &[i64], first: u64) -> Vec<u64> {
-    values
-        .iter()
-        .map(|&v| (v as u64).wrapping_add(first))
         .collect()
 }
 
@@ -390,6 +392,42 @@ pub fn decode_streams_within(
     max_requests: u64,
     base: usize,
 ) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
+    let (mut offsets, mut lengths) = (Vec::new(), Vec::new());
+    let counts = decode_streams_into(
+        bytes,
+        max_streams,
+        max_requests,
+        base,
+        &mut offsets,
+        &mut lengths,
+    )?;
+    let mut at = 0;
+    Ok(counts
+        .into_iter()
+        .map(|n| {
+            at += n;
+            (offsets[at - n..at].to_vec(), lengths[at - n..at].to_vec())
+        })
+        .collect())
+}
+
+/// A stream rebuilt relative to its first offset and length: positions (or gaps) and
+/// lengths.
+type RelativeRow = (Vec<i64>, Vec<i64>);
+
+/// Decodes what [`encode_streams`] wrote like [`decode_streams_within`], appending
+/// every stream's offsets and lengths, stream after stream, to `offsets` and
+/// `lengths`; returns each stream's request count. No allocation per stream: streams
+/// that share a skeleton and a parameter row (the same requests from another first
+/// offset) are rebuilt once.
+pub fn decode_streams_into(
+    bytes: &[u8],
+    max_streams: u64,
+    max_requests: u64,
+    base: usize,
+    offsets: &mut Vec<u64>,
+    lengths: &mut Vec<u64>,
+) -> Result<Vec<usize>> {
     // Offsets and lengths are both counted.
     let mut budget = max_requests.saturating_mul(2);
     // Parameters: at most two values per request, plus each piece's handful.
@@ -428,7 +466,7 @@ pub fn decode_streams_within(
     }
     // Per skeleton: which distinct row each member uses, then the distinct rows
     // column by column.
-    let mut rows: Vec<std::vec::IntoIter<Vec<i64>>> = Vec::with_capacity(skeletons.len());
+    let mut matrices = Vec::with_capacity(skeletons.len());
     for (s, &count) in skeletons.iter().zip(&member_count) {
         let row_ids = column(&mut dec, &mut c, max_streams)?;
         if row_ids.len() != count {
@@ -445,55 +483,94 @@ pub fn decode_streams_within(
         {
             return Err(c.error("parameter matrix does not match its row-index column"));
         }
-        let matrix: Vec<Vec<i64>> = row_ids
-            .iter()
-            .map(|&row| {
-                (0..s.slots())
-                    .map(|slot| values[slot * distinct + row as usize])
-                    .collect()
-            })
-            .collect();
-        rows.push(matrix.into_iter());
+        matrices.push((row_ids.into_iter(), values, distinct));
     }
     if !c.is_at_end() {
         return Err(c.error("trailing bytes after the stream set"));
     }
     let at = c.position();
-    let mut out = Vec::with_capacity(ids.len());
+    // Per skeleton and distinct row: the members using it, and the row rebuilt
+    // (relative positions or gaps, relative lengths) once a second member needs it.
+    // A skeleton without parameters (empty streams) has nothing to rebuild, and its
+    // row ids bound nothing: no table for it.
+    let mut uses: Vec<Vec<u32>> = matrices
+        .iter()
+        .zip(&skeletons)
+        .map(|((_, _, distinct), s)| vec![0; if s.slots() == 0 { 0 } else { *distinct }])
+        .collect();
+    for (id, (row_ids, _, _)) in matrices.iter().enumerate() {
+        for &r in row_ids.as_slice() {
+            if let Some(u) = uses[id].get_mut(r as usize) {
+                *u += 1;
+            }
+        }
+    }
+    let mut memo: Vec<Vec<Option<RelativeRow>>> =
+        uses.iter().map(|u| vec![None; u.len()]).collect();
+    let (mut positions, mut rel_lengths) = (Vec::new(), Vec::new());
+    let mut counts = Vec::with_capacity(ids.len());
     for ((&id, &first_off), &first_len) in ids.iter().zip(&first_offsets).zip(&first_lengths) {
         let s = &skeletons[id as usize];
-        let mut params = rows[id as usize]
-            .next()
-            .expect("one row per member")
-            .into_iter();
-        let positions = join(&s.positions, &mut params, &mut budget, at)?;
-        let lengths = absolute(
-            &join(&s.lengths, &mut params, &mut budget, at)?,
-            first_len as u64,
-        );
-        if positions.len() != lengths.len() {
-            return Err(CoreError::corrupt(
-                at,
-                "offset and length columns differ in length",
-            ));
-        }
-        let offsets = if s.mode == MODE_GAPS {
-            let mut offsets: Vec<u64> = Vec::with_capacity(lengths.len());
-            for (i, gap) in positions.into_iter().enumerate() {
-                offsets.push(match i {
-                    0 => first_off as u64,
-                    _ => offsets[i - 1]
-                        .wrapping_add(lengths[i - 1])
-                        .wrapping_add(gap as u64),
-                });
+        let (row_ids, values, distinct) = &mut matrices[id as usize];
+        let row = row_ids.next().expect("one row per member") as usize;
+        let (pos, len): (&[i64], &[i64]) = match memo[id as usize].get(row) {
+            Some(Some((p, l))) => {
+                let n = (p.len() as u64).saturating_mul(2);
+                if n > budget {
+                    return Err(CoreError::corrupt(
+                        at,
+                        "stream longer than its stream set allows",
+                    ));
+                }
+                budget -= n;
+                (p, l)
             }
-            offsets
-        } else {
-            absolute(&positions, first_off as u64)
+            _ => {
+                let mut params = (0..s.slots()).map(|slot| values[slot * *distinct + row]);
+                join(&s.positions, &mut params, &mut budget, at, &mut positions)?;
+                join(&s.lengths, &mut params, &mut budget, at, &mut rel_lengths)?;
+                if positions.len() != rel_lengths.len() {
+                    return Err(CoreError::corrupt(
+                        at,
+                        "offset and length columns differ in length",
+                    ));
+                }
+                if uses[id as usize].get(row).is_some_and(|&u| u > 1) {
+                    let slot = &mut memo[id as usize][row];
+                    let (p, l) = slot.insert((positions.clone(), rel_lengths.clone()));
+                    (p, l)
+                } else {
+                    (&positions, &rel_lengths)
+                }
+            }
         };
-        out.push((offsets, lengths));
+        let from = lengths.len();
+        lengths.extend(
+            len.iter()
+                .map(|&v| (v as u64).wrapping_add(first_len as u64)),
+        );
+        if s.mode == MODE_GAPS {
+            // Each offset follows the previous request's end by its gap; the first is
+            // the stream's first offset.
+            let mut end = first_off as u64;
+            for (i, (&gap, &l)) in pos.iter().zip(&lengths[from..]).enumerate() {
+                let here = if i == 0 {
+                    end
+                } else {
+                    end.wrapping_add(gap as u64)
+                };
+                offsets.push(here);
+                end = here.wrapping_add(l);
+            }
+        } else {
+            offsets.extend(
+                pos.iter()
+                    .map(|&v| (v as u64).wrapping_add(first_off as u64)),
+            );
+        }
+        counts.push(pos.len());
     }
-    Ok(out)
+    Ok(counts)
 }
 
 #[cfg(test)]

@@ -56,6 +56,34 @@ impl Body {
         }
     }
 
+    /// Appends every element of a copy of this body starting at `base`, in order: the
+    /// deltas added one after another (wrapping, as `Node::get` truncates), O(1) per
+    /// element. The caller bounds `len()`.
+    pub fn expand_into(&self, base: i64, out: &mut Vec<i64>) {
+        match self {
+            Body::Flat(s) => {
+                out.push(base);
+                if s.deltas().is_empty() {
+                    return;
+                }
+                let mut v = base;
+                for _ in 0..s.reps() {
+                    for &d in s.deltas() {
+                        v = v.wrapping_add(d);
+                        out.push(v);
+                    }
+                }
+            }
+            Body::Nested(o, i) => {
+                let mut starts = Vec::with_capacity(o.len() as usize);
+                o.expand_into(base, &mut starts);
+                for s in starts {
+                    i.expand_into(s, out);
+                }
+            }
+        }
+    }
+
     /// Offset of element `i` from the first element. O(k) per level.
     #[inline]
     pub fn offset_of(&self, i: u64) -> i128 {
@@ -237,10 +265,10 @@ impl std::fmt::Display for Piece {
 
 /// Expands pieces back into the values they describe.
 pub fn expand_pieces(pieces: &[Piece]) -> Vec<i64> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(pieces.iter().map(|p| p.len() as usize).sum());
     for p in pieces {
         match p {
-            Piece::Node(n) => out.extend((0..n.len()).map(|i| n.get(i))),
+            Piece::Node(n) => n.body.expand_into(n.init, &mut out),
             Piece::Literal(v) => out.extend_from_slice(v),
         }
     }

@@ -1,9 +1,12 @@
 //! The stream-set format against its reference model (the streams themselves):
 //! `decode(encode(streams)) == streams` for arbitrary stream sets and every option,
 //! block-level queries equal to the same queries on the streams, and damaged or
-//! truncated encodings refused with an error, never a panic.
+//! truncated encodings refused with an error, never a panic; the same for the block
+//! coder's sections (container index records, pattern map, native trace).
 
 use patio_core::blockset::{decode, encode, Options, StreamSet, MAX_BLOCK_REQUESTS};
+use patio_core::codec::Cursor;
+use patio_core::entropy::{get_section, put_section, Effort};
 use patio_core::Detector;
 use proptest::prelude::*;
 
@@ -94,7 +97,33 @@ proptest! {
         };
         let bytes = encode(&views(&streams), &Detector::default(), &opts);
         prop_assert_eq!(decode(&bytes).unwrap(), streams.clone());
+        let flat = StreamSet::open(&bytes).unwrap().decode_flat().unwrap();
+        prop_assert_eq!(flat.streams(), streams.len());
+        for (k, (o, l)) in streams.iter().enumerate() {
+            prop_assert_eq!(flat.stream(k), (o.as_slice(), l.as_slice()));
+        }
         check_queries(&streams, &bytes);
+    }
+
+    /// Any stream set, damaged anywhere: every prefix and a flip of every byte (by a
+    /// random mask) is an error naming a byte offset, never a panic.
+    #[test]
+    fn arbitrary_sets_refuse_every_prefix_and_flip(
+        streams in proptest::collection::vec(stream_strategy(), 1..6),
+        masks in proptest::collection::vec(1u8..=255, 64),
+    ) {
+        let bytes = encode(&views(&streams), &Detector::default(), &Options::default());
+        for cut in 0..bytes.len() {
+            prop_assert!(decode(&bytes[..cut]).is_err(), "prefix of {} bytes", cut);
+        }
+        for at in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[at] ^= masks[at % masks.len()];
+            match decode(&bad) {
+                Err(e) => prop_assert!(e.to_string().contains("byte"), "{}", e),
+                Ok(_) => prop_assert!(false, "flip at byte {} went unnoticed", at),
+            }
+        }
     }
 }
 
@@ -178,7 +207,9 @@ fn damage_behind_valid_checksums_never_panics() {
         .map(|b| (b.at, b.len, b.codec, b.raw_len))
         .collect();
     for (at, len, codec, raw_len) in blocks {
-        let raw = patio_core::entropy::unpack(codec, &bytes[at..at + len], raw_len, 0).unwrap();
+        let raw = patio_core::entropy::unpack(codec, &bytes[at..at + len], raw_len, 0)
+            .unwrap()
+            .into_owned();
         for i in 0..raw.len() {
             for flip in [0x01u8, 0x40, 0xff] {
                 let mut bad = raw.clone();
@@ -198,4 +229,63 @@ fn wrong_magic_and_version_are_named() {
     let e = decode(b"PTRCxxxx").unwrap_err().to_string();
     assert!(e.contains("magic"), "{e}");
     assert!(decode(b"").is_err());
+}
+
+/// Bytes a block coder meets: varint records with repeats, or noise.
+fn section_bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        (1u32..400, 0usize..4000).prop_map(|(period, n)| {
+            (0..n as u32)
+                .flat_map(|i| [(i % period) as u8, 0x81, (i / period) as u8])
+                .collect()
+        }),
+        proptest::collection::vec(any::<u8>(), 0..300),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// A section decodes to its bytes; every prefix and every flipped byte is an error
+    /// naming a byte offset.
+    #[test]
+    fn sections_round_trip_and_refuse_damage(
+        raw in section_bytes(),
+        stored in any::<bool>(),
+        masks in proptest::collection::vec(1u8..=255, 64),
+    ) {
+        let effort = if stored { Effort::Stored } else { Effort::Best };
+        let mut bytes = Vec::new();
+        put_section(&raw, effort, &mut bytes);
+        let mut c = Cursor::new(&bytes);
+        prop_assert_eq!(get_section(&mut c, "test").unwrap(), raw.clone());
+        prop_assert!(c.is_at_end());
+        for cut in 0..bytes.len() {
+            prop_assert!(get_section(&mut Cursor::new(&bytes[..cut]), "test").is_err());
+        }
+        for at in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[at] ^= masks[at % masks.len()];
+            let mut c = Cursor::new(&bad);
+            match get_section(&mut c, "test") {
+                Err(e) => prop_assert!(e.to_string().contains("byte"), "{}", e),
+                // Only a section that stops short (its enclosing reader then meets
+                // bytes it does not expect) may read without an error.
+                Ok(_) => prop_assert!(!c.is_at_end(), "flip at byte {} unnoticed", at),
+            }
+        }
+    }
+}
+
+/// A section longer than one block: several blocks, each decoded alone.
+#[test]
+fn long_sections_span_blocks() {
+    let raw: Vec<u8> = (0..150_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let mut bytes = Vec::new();
+    put_section(&raw, Effort::Best, &mut bytes);
+    assert!(bytes.len() < raw.len() / 10, "{} bytes", bytes.len());
+    assert_eq!(get_section(&mut Cursor::new(&bytes), "test").unwrap(), raw);
+    for cut in (0..bytes.len()).step_by(7) {
+        assert!(get_section(&mut Cursor::new(&bytes[..cut]), "test").is_err());
+    }
 }

@@ -124,6 +124,33 @@ pub fn time<T>(f: impl FnOnce() -> T) -> (Duration, T) {
     (start.elapsed(), out)
 }
 
+/// CPU time of the calling thread (user and system), for timings that other
+/// processes sharing the cores must not inflate.
+pub fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the call to fill.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "CLOCK_THREAD_CPUTIME_ID is available on Linux");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// CPU time per call of `f` (thread CPU time, [`thread_cpu_time`]), calling it
+/// repeatedly until `at_least` has passed (at least once), and its last result: an
+/// operation of microseconds is timed over many calls, not one.
+pub fn cpu_time_per_call<T>(at_least: Duration, mut f: impl FnMut() -> T) -> (Duration, T) {
+    let start = thread_cpu_time();
+    let mut calls = 1u32;
+    let mut out = f();
+    while thread_cpu_time() - start < at_least {
+        out = f();
+        calls += 1;
+    }
+    ((thread_cpu_time() - start) / calls, out)
+}
+
 /// Median of a non-empty list of durations (mean of the two middle ones when even).
 pub fn median(samples: &[Duration]) -> Duration {
     assert!(!samples.is_empty(), "median of no samples");
