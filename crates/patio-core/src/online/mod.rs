@@ -70,6 +70,7 @@ mod phases;
 mod tests;
 
 pub use bodies::REMEMBERED_BYTES;
+pub use model::MODEL_MAGIC;
 pub use phases::PHASE_ENDS_BYTES;
 
 use bodies::Pat;

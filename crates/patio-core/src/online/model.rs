@@ -7,7 +7,8 @@ use super::{Active, OnlineConfig, Pat, Predictor};
 use crate::codec::{put_uvarint, read_blob, write_blob, Cursor, BLOB_HEADER};
 use crate::error::Result;
 
-pub(super) const MODEL_MAGIC: &[u8; 4] = b"PPRD";
+/// The magic of a saved model (what tells it from other policies' models).
+pub const MODEL_MAGIC: &[u8; 4] = b"PPRD";
 pub(super) const MODEL_VERSION: u16 = 3;
 
 impl Predictor {
