@@ -1,0 +1,68 @@
+//! An allocation probe for the decoder suites: installed as the test binary's global
+//! allocator, it records the largest single allocation each thread asks for, so a
+//! property can check that decoding untrusted bytes never asks for more than a bound
+//! (a length read from the input passed to `Vec::with_capacity` would show here long
+//! before it exhausted memory). Included by path (`#[path = …] mod alloc_probe;`) in
+//! the decoder suites of patio-core, patio-container and patio-prefetch.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+/// The system allocator, recording the largest request per thread.
+pub struct Probe;
+
+thread_local! {
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note(size: usize) {
+    // `try_with`: the thread-local may already be gone while a thread exits.
+    let _ = LARGEST.try_with(|l| {
+        if size > l.get() {
+            l.set(size);
+        }
+    });
+}
+
+// SAFETY: every call is forwarded unchanged to `System`; only sizes are recorded.
+unsafe impl GlobalAlloc for Probe {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size);
+        // SAFETY: forwarded with the caller's pointer, layout and size.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded with the caller's pointer and layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static PROBE: Probe = Probe;
+
+/// Runs `f` and returns its result with the largest single allocation it asked for
+/// (on this thread).
+pub fn largest_allocation<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    LARGEST.with(|l| l.set(0));
+    let r = f();
+    (r, LARGEST.with(Cell::get))
+}
+
+/// The bound every decoder of `input_len` untrusted bytes stays within: a small
+/// multiple of the input plus a fixed allowance (one entropy block, a few buffers).
+pub fn bound(input_len: usize) -> usize {
+    64 * input_len + (4 << 20)
+}
