@@ -10,6 +10,7 @@
 mod alloc_probe;
 mod common;
 
+use alloc_probe::{bounded, damaged};
 use patio_core::blockset::{self, Options, StreamSet};
 use patio_core::capture::Capture;
 use patio_core::codec::{put_frame, Cursor};
@@ -19,42 +20,6 @@ use patio_core::trace::{Op, Stream, StreamKey, Trace};
 use patio_core::{ptrace, Detector};
 use proptest::prelude::*;
 use proptest::sample::Index;
-
-/// Runs `decode` on `bytes` and checks the allocation bound; returns whether it
-/// accepted them.
-fn bounded<T, E>(bytes: &[u8], decode: impl FnOnce(&[u8]) -> Result<T, E>) -> bool {
-    let (r, largest) = alloc_probe::largest_allocation(|| decode(bytes).is_ok());
-    assert!(
-        largest <= alloc_probe::bound(bytes.len()),
-        "{} input bytes made the decoder ask for {largest} bytes at once",
-        bytes.len()
-    );
-    r
-}
-
-/// Every prefix (truncations must be refused where `strict`), then the byte changes.
-fn damaged<T, E>(
-    valid: &[u8],
-    flips: &[(Index, u8)],
-    strict: bool,
-    decode: impl Fn(&[u8]) -> Result<T, E>,
-) {
-    assert!(bounded(valid, &decode), "the valid encoding decodes");
-    for cut in 0..valid.len() {
-        let ok = bounded(&valid[..cut], &decode);
-        assert!(
-            !(strict && ok),
-            "a prefix of {cut} of {} bytes decoded",
-            valid.len()
-        );
-    }
-    for &(at, x) in flips {
-        let mut bad = valid.to_vec();
-        let i = at.index(bad.len());
-        bad[i] ^= x;
-        bounded(&bad, &decode);
-    }
-}
 
 fn key(k: usize) -> StreamKey {
     StreamKey {

@@ -1,10 +1,14 @@
-//! An allocation probe for the decoder suites: installed as the test binary's global
-//! allocator, it records the largest single allocation each thread asks for, so a
-//! property can check that decoding untrusted bytes never asks for more than a bound
-//! (a length read from the input passed to `Vec::with_capacity` would show here long
-//! before it exhausted memory). Included by path (`#[path = …] mod alloc_probe;`) in
-//! the decoder suites of patio-core, patio-container and patio-prefetch.
+//! The decoder suites' checks: an allocation probe, installed as the test binary's
+//! global allocator, records the largest single allocation each thread asks for, so
+//! that decoding untrusted bytes can be checked never to ask for more than a bound (a
+//! length read from the input passed to `Vec::with_capacity` shows here long before it
+//! exhausts memory); [`bounded`] and [`damaged`] run a decoder on arbitrary, truncated
+//! and changed bytes under that bound. Included by path (`#[path = …] mod
+//! alloc_probe;`) in the decoder suites of patio-core, patio-container and
+//! patio-prefetch.
+#![allow(dead_code)]
 
+use proptest::sample::Index;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -65,4 +69,40 @@ pub fn largest_allocation<R>(f: impl FnOnce() -> R) -> (R, usize) {
 /// multiple of the input plus a fixed allowance (one entropy block, a few buffers).
 pub fn bound(input_len: usize) -> usize {
     64 * input_len + (4 << 20)
+}
+
+/// Runs `decode` on `bytes` and checks the allocation bound; returns whether it
+/// accepted them.
+pub fn bounded<T, E>(bytes: &[u8], decode: impl FnOnce(&[u8]) -> Result<T, E>) -> bool {
+    let (r, largest) = largest_allocation(|| decode(bytes).is_ok());
+    assert!(
+        largest <= bound(bytes.len()),
+        "{} input bytes made the decoder ask for {largest} bytes at once",
+        bytes.len()
+    );
+    r
+}
+
+/// Every prefix (truncations must be refused where `strict`), then the byte changes.
+pub fn damaged<T, E>(
+    valid: &[u8],
+    flips: &[(Index, u8)],
+    strict: bool,
+    decode: impl Fn(&[u8]) -> Result<T, E>,
+) {
+    assert!(bounded(valid, &decode), "the valid encoding decodes");
+    for cut in 0..valid.len() {
+        let ok = bounded(&valid[..cut], &decode);
+        assert!(
+            !(strict && ok),
+            "a prefix of {cut} of {} bytes decoded",
+            valid.len()
+        );
+    }
+    for &(at, x) in flips {
+        let mut bad = valid.to_vec();
+        let i = at.index(bad.len());
+        bad[i] ^= x;
+        bounded(&bad, &decode);
+    }
 }
