@@ -126,7 +126,9 @@ fn replay_reports_consistent_counters_for_every_policy() {
             v["total_time_s"].as_f64().unwrap(),
         );
         assert!(io > 0.0 && io <= total, "{v}");
-        assert!(v["accuracy"].as_f64().is_none_or(|a| (0.0..=1.0).contains(&a)));
+        assert!(v["accuracy"]
+            .as_f64()
+            .is_none_or(|a| (0.0..=1.0).contains(&a)));
         if policy == "pattern" || policy == "oracle" {
             assert!(u(&v, "hits") + u(&v, "late_hits") > 0, "{v}");
         }
