@@ -7,11 +7,10 @@
 #[path = "../../patio-core/tests/common/alloc_probe.rs"]
 mod alloc_probe;
 
-use alloc_probe::{bounded, damaged};
+use alloc_probe::{bounded, damaged, flips};
 use patio_container::layout::{self, read_truncations, MARKER, TRUNCATES};
 use patio_container::{pack_logs, read_logs, unpack_logs, IndexMode, Reader, Writer, WriterMeta};
 use proptest::prelude::*;
-use proptest::sample::Index;
 use proptest::test_runner::Config;
 use std::fs;
 use std::path::Path;
@@ -45,10 +44,6 @@ fn as_file<T, E>(
     }
 }
 
-fn flips() -> impl Strategy<Value = Vec<(Index, u8)>> {
-    prop::collection::vec((any::<Index>(), 1u8..=255), 1..16)
-}
-
 proptest! {
     #![proptest_config(Config { cases: 16, failure_persistence: None, ..Config::default() })]
 
@@ -57,7 +52,7 @@ proptest! {
         raw in any::<bool>(),
         blocks in 1u64..24,
         bs in prop_oneof![Just(512u64), Just(4096), 1u64..3000],
-        flips in flips(),
+        flips in flips(16),
         junk in prop::collection::vec(any::<u8>(), 0..300),
     ) {
         let tmp = tempfile::tempdir().unwrap();

@@ -7,12 +7,11 @@
 #[path = "../../patio-core/tests/common/alloc_probe.rs"]
 mod alloc_probe;
 
-use alloc_probe::{bounded, damaged};
+use alloc_probe::{bounded, damaged, flips};
 use patio_prefetch::model::{load_models, save_models};
 use patio_prefetch::pattern::Pattern;
 use patio_prefetch::{Markov, PolicyKind};
 use proptest::prelude::*;
-use proptest::sample::Index;
 use proptest::test_runner::Config;
 
 /// Requests of a strided run with arbitrary jumps among them.
@@ -33,10 +32,6 @@ fn requests() -> impl Strategy<Value = Vec<(u64, u64)>> {
         })
 }
 
-fn flips() -> impl Strategy<Value = Vec<(Index, u8)>> {
-    prop::collection::vec((any::<Index>(), 1u8..=255), 1..24)
-}
-
 proptest! {
     #![proptest_config(Config { cases: 48, failure_persistence: None, ..Config::default() })]
 
@@ -44,7 +39,7 @@ proptest! {
     fn markov_and_pattern_models_and_model_files(
         reqs in requests(),
         block in prop_oneof![Just(4096u64), 1u64..1 << 20],
-        flips in flips(),
+        flips in flips(24),
         junk in prop::collection::vec(any::<u8>(), 0..400),
     ) {
         let mut m = Markov::new(block);

@@ -8,6 +8,7 @@
 //! patio-prefetch.
 #![allow(dead_code)]
 
+use proptest::prelude::*;
 use proptest::sample::Index;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -105,4 +106,9 @@ pub fn damaged<T, E>(
         bad[i] ^= x;
         bounded(&bad, &decode);
     }
+}
+
+/// Up to `most` single-byte changes (position, non-zero xor) for [`damaged`].
+pub fn flips(most: usize) -> impl Strategy<Value = Vec<(Index, u8)>> {
+    prop::collection::vec((any::<Index>(), 1u8..=255), 1..most)
 }
