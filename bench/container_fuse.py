@@ -57,6 +57,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "python"))
+
+from patio._binary import patio_binary
+
+PROG = "container_fuse"
 BS = 4096
 TARGETS = ["pattern", "raw", "passthrough", "direct"]
 
@@ -84,20 +89,6 @@ else:
 os.close(fd)
 """
 
-PATIO: list[str] = []  # --patio, when given
-
-
-def patio_binary() -> str:
-    if PATIO:
-        return PATIO[0]
-    for candidate in (REPO / ".venv" / "bin" / "patio", REPO / "target" / "release" / "patio"):
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which("patio")
-    if not found:
-        sys.exit("container_fuse: the patio binary is not built: run scripts/setup.sh")
-    return found
-
 
 def count_arg(text: str) -> int:
     """``1k`` → 1024, ``16k``, ``4096``."""
@@ -118,9 +109,9 @@ class Mount:
         mnt.mkdir()
         if index is None:
             out = backend.parent / "trace.ptrace"
-            cmd = [patio_binary(), "mount", "trace", str(backend), str(mnt), "--out", str(out)]
+            cmd = [patio_binary(prog=PROG), "mount", "trace", str(backend), str(mnt), "--out", str(out)]
         else:
-            cmd = [patio_binary(), "mount", "container", str(backend), str(mnt), "--index", index]
+            cmd = [patio_binary(prog=PROG), "mount", "container", str(backend), str(mnt), "--index", index]
             cmd += extra
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 15
@@ -210,7 +201,7 @@ def run_case(target: str, procs: int, writes: int, work: Path) -> dict[str, Any]
             mount = None
         if container:
             done = subprocess.run(
-                [patio_binary(), "container", "stat", str(case / "backend" / "shared.dat"),
+                [patio_binary(prog=PROG), "container", "stat", str(case / "backend" / "shared.dat"),
                  "--json"],
                 capture_output=True, text=True, check=True,
             )  # fmt: skip
@@ -248,7 +239,7 @@ def main() -> None:
     if args.patio:
         if not os.access(args.patio, os.X_OK):
             parser.error(f"--patio {args.patio}: not an executable")
-        PATIO.append(str(args.patio.resolve()))
+        os.environ["PATIO_BIN"] = str(args.patio.resolve())
     try:
         procs = [int(p) for p in args.procs.split(",")]
         writes = [count_arg(w) for w in args.writes.split(",")]
@@ -303,7 +294,7 @@ def main() -> None:
         "cases": rows,
         "environment": {
             "commit": commit,
-            "patio": patio_binary(),
+            "patio": patio_binary(prog=PROG),
             "date": time.strftime("%Y-%m-%d"),
             "cpus": os.cpu_count(),
             "kernel": platform.release(),

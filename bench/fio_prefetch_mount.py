@@ -52,6 +52,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "python"))
+
+from patio._binary import patio_binary
+
+PROG = "fio_prefetch_mount"
 
 # name -> (policy, direct I/O, further mount options)
 CASES: dict[str, tuple[str, bool, list[str]]] = {
@@ -65,19 +70,9 @@ CASES: dict[str, tuple[str, bool, list[str]]] = {
 }
 
 
-PATIO: list[str] = []  # --patio, when given
-
-
-def patio_binary() -> str:
-    if PATIO:
-        return PATIO[0]
-    for candidate in (REPO / ".venv" / "bin" / "patio", REPO / "target" / "release" / "patio"):
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which("patio")
-    if not found:
-        sys.exit("fio_prefetch_mount: the patio binary is not built: run scripts/setup.sh")
-    return found
+def share(x: float | None) -> str:
+    """Accuracy as a percentage; null (–) when nothing was prefetched."""
+    return "–" if x is None else f"{x:.1%}"
 
 
 def size_arg(text: str) -> int:
@@ -98,7 +93,7 @@ class Mount:
     def __init__(self, src: Path, mnt: Path, stats: Path, options: list[str]):
         self.mnt, self.stats = mnt, stats
         mnt.mkdir()
-        cmd = [patio_binary(), "mount", "prefetch", str(src), str(mnt), "--stats-json",
+        cmd = [patio_binary(prog=PROG), "mount", "prefetch", str(src), str(mnt), "--stats-json",
                str(stats), *options]  # fmt: skip
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 15
@@ -213,7 +208,7 @@ def main() -> None:
     if args.patio:
         if not os.access(args.patio, os.X_OK):
             parser.error(f"--patio {args.patio}: not an executable")
-        PATIO.append(str(args.patio.resolve()))
+        os.environ["PATIO_BIN"] = str(args.patio.resolve())
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in cases if c not in CASES]
     if unknown or not cases:
@@ -264,7 +259,7 @@ def main() -> None:
         "cases": rows,
         "environment": {
             "commit": commit,
-            "patio": patio_binary(),
+            "patio": patio_binary(prog=PROG),
             "date": time.strftime("%Y-%m-%d"),
             "cpus": os.cpu_count(),
             "kernel": platform.release(),
@@ -293,7 +288,7 @@ def main() -> None:
         print(
             f"{r['case']:<17}{r['fuse_mode']:<11}{r['bw_mib_s']:>8.1f}{r['runtime_s']:>8.2f}"
             f"{r['clat_mean_us']:>9.0f}{r['daemon_requests']:>12}{r['backend_requests']:>13}"
-            f"{r['backend_mib']:>12.1f}{hlm:>19}{r['coverage']:>7.1%}{r['accuracy']:>7.1%}"
+            f"{r['backend_mib']:>12.1f}{hlm:>19}{r['coverage']:>7.1%}{share(r['accuracy']):>7}"
         )
 
 

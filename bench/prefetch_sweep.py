@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -29,18 +28,13 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "python"))
+
+from patio._binary import patio_binary
+
+PROG = "prefetch_sweep"
 POLICIES = ["none", "readahead", "stride", "markov", "pattern", "oracle"]
 WORKLOADS = ["strided", "strided-2d", "deltas", "pagoda", "random"]
-
-
-def patio_binary() -> str:
-    for candidate in (REPO / "target" / "release" / "patio", REPO / ".venv" / "bin" / "patio"):
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which("patio")
-    if not found:
-        sys.exit("prefetch_sweep: the patio binary is not built: run scripts/setup.sh")
-    return found
 
 
 def run_cell(
@@ -168,7 +162,7 @@ def main() -> None:
             rows = json.loads(text)["rows"]
         sys.stdout.write(grid(rows) if args.grid else table(rows))
         return
-    patio = args.patio or patio_binary()
+    patio = patio_binary(args.patio, prog=PROG)
 
     rows: list[dict[str, Any]] = []
     started = time.time()

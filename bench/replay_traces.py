@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,15 +54,9 @@ RANDOM_LIMIT = 256 << 20
 
 sys.path.insert(0, str(REPO / "python"))
 
+from patio._binary import patio_binary
 
-def patio_binary() -> str:
-    for candidate in (REPO / "target" / "release" / "patio", REPO / ".venv" / "bin" / "patio"):
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which("patio")
-    if not found:
-        sys.exit("replay_traces: the patio binary is not built: run scripts/setup.sh")
-    return found
+PROG = "replay_traces"
 
 
 def select(trace: Path, out_csv: Path, max_streams: int | None = None) -> dict[str, Any]:
@@ -173,6 +166,11 @@ def run_trace(patio: str, trace: Path, work: Path, args: argparse.Namespace) -> 
     return result
 
 
+def share(x: float | None) -> str:
+    """A share as a percentage; accuracy is null (–) when nothing was prefetched."""
+    return "–" if x is None else f"{x * 100:.1f} %"
+
+
 def table(results: list[dict[str, Any]]) -> str:
     out = []
     for r in results:
@@ -187,7 +185,7 @@ def table(results: list[dict[str, Any]]) -> str:
         for p, v in r["policies"].items():
             out.append(
                 f"| {p} | {v['io_time_s']:.3f} s | {v['cut'] * 100:.1f} % "
-                f"| {v['accuracy'] * 100:.1f} % | {v['coverage'] * 100:.1f} % "
+                f"| {share(v['accuracy'])} | {share(v['coverage'])} "
                 f"| {v['hits']} / {v['late_hits']} / {v['misses']} |"
             )
         out.append("")
@@ -222,7 +220,7 @@ def main() -> None:
     args.policies = [p for p in POLICIES if p in wanted or p == "none"]
     if args.reps < 1:
         sys.exit("replay_traces: --reps must be at least 1")
-    patio = args.patio or patio_binary()
+    patio = patio_binary(args.patio, prog=PROG)
     args.data_dir.mkdir(parents=True, exist_ok=True)
     traces = sorted(args.traces.glob("*.darshan"))
     if args.trace:

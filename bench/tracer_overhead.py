@@ -41,16 +41,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "python"))
 
+from patio._binary import patio_binary
 
-def patio_binary() -> str:
-    for candidate in (REPO / ".venv" / "bin" / "patio", REPO / "target" / "release" / "patio"):
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which("patio")
-    if not found:
-        sys.exit("tracer_overhead: the patio binary is not built: run scripts/setup.sh")
-    return found
+PROG = "tracer_overhead"
 
 
 def run(cmd: list[str]) -> tuple[float, float, str]:
@@ -78,11 +73,11 @@ def compute_loop_ns(stdout: str) -> float:
 def traced_requests(out: Path, work: Path) -> int:
     merged = work / "check.ptrace"
     done = subprocess.run(
-        [patio_binary(), "trace", "merge", str(out), "-o", str(merged)],
+        [patio_binary(prog=PROG), "trace", "merge", str(out), "-o", str(merged)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     done = subprocess.run(
-        [patio_binary(), "analyze", str(merged), "--json"],
+        [patio_binary(prog=PROG), "analyze", str(merged), "--json"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     return int(json.loads(done.stdout)["totals"]["requests"])
@@ -106,7 +101,7 @@ def measure(
             if traced:
                 shutil.rmtree(out, ignore_errors=True)
                 cmd = [
-                    patio_binary(),
+                    patio_binary(prog=PROG),
                     "trace",
                     "--out",
                     str(out),
@@ -155,16 +150,16 @@ def trace_size(work: Path, data: Path, requests: int) -> dict[str, Any]:
         f"--size={size}", f"--io_size={4096 * requests}", "--ioengine=psync",
         "--invalidate=0", "--output=/dev/null",
     ]  # fmt: skip
-    cmd = [patio_binary(), "trace", "--out", str(out), "--only", str(data), "--"]
+    cmd = [patio_binary(prog=PROG), "trace", "--out", str(out), "--only", str(data), "--"]
     run(cmd + job)
     raw = sum(p.stat().st_size for p in out.glob("*.praw"))
     merged = work / "strided.ptrace"
     subprocess.run(
-        [patio_binary(), "trace", "merge", str(out), "-o", str(merged)],
+        [patio_binary(prog=PROG), "trace", "merge", str(out), "-o", str(merged)],
         capture_output=True, check=True,
     )  # fmt: skip
     done = subprocess.run(
-        [patio_binary(), "analyze", str(merged), "--json"],
+        [patio_binary(prog=PROG), "analyze", str(merged), "--json"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     report = json.loads(done.stdout)

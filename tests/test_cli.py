@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import venv
@@ -17,21 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from patio._binary import patio_binary
 from patio.dxt import read_dxt
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "traces"
 LOGS = sorted(TRACES.glob("*.darshan")) if TRACES.is_dir() else []
 KINDS = {"contiguous", "strided", "kd-strided", "repeating deltas", "irregular"}
-
-
-def patio_binary() -> str:
-    for candidate in (REPO / ".venv" / "bin" / "patio", REPO / "target" / "release" / "patio"):
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which("patio")
-    assert found, "the patio binary is not built: run scripts/setup.sh"
-    return found
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -21,9 +21,9 @@ import numpy as np
 import patio
 import patio.h5 as ph5
 import pytest
+from patio._binary import patio_binary
 from patio.layout.kb import KnowledgeBase, kb_dir
 from patio.layout.selection import Selection
-from test_cli import patio_binary
 
 REPO = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import patio_binary
+from patio._binary import patio_binary
 from test_mount_trace import one_line_error, patio, tool
 
 SMALL = [

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import json
+import mmap
 import os
 import re
 import shutil
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import patio_binary
+from patio._binary import patio_binary
 from test_mount_trace import IS_ROOT, NOBODY, as_nobody, one_line_error, patio, tool
 
 BLOCK = 4096
@@ -584,6 +585,39 @@ def test_st_blocks_counts_what_is_stored_not_the_holes(mount: Any) -> None:
     assert 0 < st.st_blocks * 512 < 1 << 20, st.st_blocks
     du = subprocess.run(["du", "-k", str(path)], capture_output=True, text=True, check=True)
     assert int(du.stdout.split()[0]) < 1024, du.stdout
+
+
+def kernel_at_least(major: int, minor: int) -> bool:
+    found = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return found is not None and (int(found[1]), int(found[2])) >= (major, minor)
+
+
+def test_shared_writable_mmap_reads_and_writes_through_the_container(mount: Any) -> None:
+    """Files are opened FOPEN_DIRECT_IO; the mount asks for FUSE_DIRECT_IO_ALLOW_MMAP, so
+    kernels from 6.6 on map them shared and writable (older ones refuse with ENODEV)."""
+    m = mount()
+    path = m.mnt / "mapped.dat"
+    size = 16 * BLOCK
+    model = bytearray(size)
+    model[: 2 * BLOCK] = bytes(range(256)) * (2 * BLOCK // 256)
+    path.write_bytes(bytes(model[: 2 * BLOCK]))
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.ftruncate(fd, size)
+        if not kernel_at_least(6, 6):
+            fails(errno.ENODEV, mmap.mmap, fd, size, mmap.MAP_SHARED)
+            return
+        with mmap.mmap(fd, size, mmap.MAP_SHARED) as mapped:
+            assert mapped[: 2 * BLOCK] == model[: 2 * BLOCK], "reads through the map"
+            for offset, data in [(3 * BLOCK + 100, b"x" * 5000), (15 * BLOCK + 7, b"tail")]:
+                mapped[offset : offset + len(data)] = data
+                model[offset : offset + len(data)] = data
+            mapped.flush()
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == model
+    m.stop()
+    assert flattened(m.backend / "mapped.dat", m.mnt.parent / "flat") == model
 
 
 def test_a_mount_point_that_is_already_a_mount_is_refused(mount: Any, base: Path) -> None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import patio_binary
+from patio._binary import patio_binary
 
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534

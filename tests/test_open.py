@@ -134,7 +134,10 @@ def check_stats(s: dict[str, float], reads: int, nbytes: int) -> None:
     assert s["partial_hits"] <= s["misses"], s
     assert s["used_bytes"] <= s["prefetched_bytes"], s
     assert s["backend_requests"] >= s["demand_requests"], s
-    assert 0.0 <= s["accuracy"] <= 1.0 and 0.0 <= s["coverage"] <= 1.0, s
+    assert 0.0 <= s["coverage"] <= 1.0, s
+    # Accuracy is unknown (None) exactly when nothing was prefetched.
+    assert (s["accuracy"] is None) == (s["prefetched_bytes"] == 0), s
+    assert s["accuracy"] is None or 0.0 <= s["accuracy"] <= 1.0, s
 
 
 @pytest.mark.parametrize("policy", POLICIES)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import patio_binary
+from patio._binary import patio_binary
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-n", "4"]

@@ -201,7 +201,7 @@ class PrefetchFile(io.RawIOBase):
         non-empty reads before the end of the file), ``hits``, ``late_hits`` (waited
         for a prefetch in flight), ``misses`` (some byte came from the file), with
         ``hits + late_hits + misses == reads``; ``accuracy`` (used / prefetched
-        bytes), ``coverage`` (read bytes served from prefetches / read bytes),
+        bytes; ``None`` when nothing was prefetched), ``coverage`` (read bytes served from prefetches / read bytes),
         ``wasted_bytes``, ``backend_requests`` / ``backend_bytes`` (reads of the file,
         demand and prefetch), and more. Also available after :meth:`close` (then
         final: unused prefetches counted as waste)."""

@@ -5,6 +5,7 @@ mod analyze;
 mod bench;
 mod cache_cmd;
 mod container;
+mod counters;
 mod generic;
 mod load;
 mod mount;

@@ -7,13 +7,14 @@
 //! (patio-fs's container mount) and reports what it wrote when the mount ends;
 //! `patio mount cache` (in `cache_cmd`) caches reads in grouped segments.
 
+use crate::counters::{aligned, CountersJson};
 use crate::store_args::{describe_store, StoreArgs, StoreJson};
 use anyhow::{bail, Context, Result};
 use patio_fs::container::{self, ContainerMount, ContainerSummary, IndexMode, Thresholds};
 use patio_fs::prefetch::{self, PrefetchMount, PrefetchSummary};
 use patio_fs::session::Ended;
 use patio_fs::tracing::{self, TraceMount};
-use patio_prefetch::{replay, EngineConfig, PolicyKind, StoreConfig};
+use patio_prefetch::{EngineConfig, PolicyKind, StoreConfig};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -82,8 +83,11 @@ pub enum MountCommand {
     /// Files are opened in direct-I/O mode (FOPEN_DIRECT_IO, parallel writes allowed):
     /// every application read and write reaches the container with its own offset and
     /// size, not split into page-cache chunks or merged by writeback (requests above
-    /// the kernel's 1 MiB per-request limit arrive split). close(2) and fsync(2) make a
-    /// process's writes durable; sizes are right while files are being written;
+    /// the kernel's 1 MiB per-request limit arrive split). Shared mmap, also writable,
+    /// works on Linux 6.6 and later (FUSE_DIRECT_IO_ALLOW_MMAP; pages written through
+    /// a map reach the container when the kernel writes them back: msync, munmap or
+    /// close); older kernels refuse MAP_SHARED maps with ENODEV. close(2) and fsync(2)
+    /// make a process's writes durable; sizes are right while files are being written;
     /// truncate, unlink, rename, chmod and chown work; hard and symbolic links do not.
     /// Permissions are enforced by the kernel (default_permissions) against each
     /// container directory's mode and owner.
@@ -280,27 +284,10 @@ fn trace(args: TraceArgs) -> Result<()> {
     Ok(())
 }
 
-/// The model of `--model`: a `patio replay --save-model` file holding one stream's
-/// model, or a bare model blob (checked by the policy when it loads it).
+/// The model of `--model`: one stream's model (`patio_prefetch::model`'s rule).
 fn load_model(path: &Path, kind: PolicyKind) -> Result<Vec<u8>> {
-    if !kind.has_model() {
-        bail!("--model: the {kind} policy takes no model");
-    }
-    let bytes =
-        std::fs::read(path).with_context(|| format!("cannot read model {}", path.display()))?;
-    let Ok(models) = replay::load_models(&bytes) else {
-        return Ok(bytes);
-    };
-    let mut saved: Vec<Vec<u8>> = models.into_iter().filter(|m| !m.is_empty()).collect();
-    if saved.len() != 1 {
-        bail!(
-            "{}: holds {} stream models; a mount needs one (save it with `patio replay \
-             --stream N --save-model FILE`)",
-            path.display(),
-            saved.len()
-        );
-    }
-    Ok(saved.remove(0))
+    patio_prefetch::model::read_stream_model(path, kind)
+        .map_err(|e| anyhow::anyhow!("--model: {e}"))
 }
 
 /// The counters of a prefetch mount, as written to `--stats-json`.
@@ -313,28 +300,11 @@ pub struct MountStatsJson {
     /// store_stripe_bytes, concurrency).
     #[serde(flatten)]
     pub store: StoreJson,
-    pub cache_budget_bytes: u64,
     pub workers: usize,
     /// Read requests the engine served (hits + late_hits + misses).
     pub requests: u64,
-    pub hits: u64,
-    pub late_hits: u64,
-    pub misses: u64,
-    pub partial_hits: u64,
-    pub accuracy: f64,
-    pub coverage: f64,
-    pub read_bytes: u64,
-    pub cache_bytes: u64,
-    pub demand_requests: u64,
-    pub demand_bytes: u64,
-    pub prefetch_requests: u64,
-    pub prefetched_bytes: u64,
-    pub used_bytes: u64,
-    pub wasted_bytes: u64,
-    pub backend_requests: u64,
-    pub backend_bytes: u64,
-    pub peak_cache_bytes: u64,
-    pub analyzer_ns_per_request: f64,
+    #[serde(flatten)]
+    pub counters: CountersJson,
     /// Every read request the mount served; those of handles served with plain pread
     /// (the engine could not reopen the file) are not in the engine's counters.
     pub mount_reads: u64,
@@ -363,27 +333,9 @@ impl MountStatsJson {
             }
             .into(),
             store: args.store.json(store),
-            cache_budget_bytes: st.budget_bytes,
             workers: args.workers,
             requests: st.requests,
-            hits: st.hits,
-            late_hits: st.late_hits,
-            misses: st.misses,
-            partial_hits: st.partial_hits,
-            accuracy: st.accuracy(),
-            coverage: st.coverage(),
-            read_bytes: st.read_bytes,
-            cache_bytes: st.cache_bytes,
-            demand_requests: st.demand_requests,
-            demand_bytes: st.demand_bytes,
-            prefetch_requests: st.prefetch_requests,
-            prefetched_bytes: st.prefetched_bytes,
-            used_bytes: st.used_bytes,
-            wasted_bytes: st.wasted_bytes,
-            backend_requests: st.backend_requests,
-            backend_bytes: st.backend_bytes,
-            peak_cache_bytes: st.peak_cache_bytes,
-            analyzer_ns_per_request: st.analyzer_ns_per_request(),
+            counters: CountersJson::new(st),
             mount_reads: c.reads,
             passthrough_reads: c.passthrough_reads,
             writes: c.writes,
@@ -441,7 +393,7 @@ pub fn ended_text(e: Ended) -> &'static str {
 }
 
 fn prefetch_mount(args: PrefetchArgs) -> Result<()> {
-    let kind: PolicyKind = args.policy.parse().map_err(anyhow::Error::msg)?;
+    let kind: PolicyKind = args.policy.parse()?;
     let model = args
         .model
         .as_deref()
@@ -491,8 +443,7 @@ fn prefetch_mount(args: PrefetchArgs) -> Result<()> {
 }
 
 fn render(j: &MountStatsJson, what: &str, mountpoint: &Path) -> String {
-    use crate::bench::{grouped, human_bytes, sig3};
-    let pct = |x: f64| format!("{:.1}%", x * 100.0);
+    use crate::bench::{grouped, human_bytes};
     let mut reads = format!("{} through the engine", grouped(j.requests));
     if j.passthrough_reads > 0 {
         reads += &format!(
@@ -502,54 +453,23 @@ fn render(j: &MountStatsJson, what: &str, mountpoint: &Path) -> String {
             j.fallback_reason.as_deref().unwrap_or("?")
         );
     }
-    let lines = [
-        ("reads", reads),
-        (
-            "hits / late / misses",
-            format!("{} / {} / {}", j.hits, j.late_hits, j.misses),
+    let mut lines = vec![("reads", reads)];
+    lines.extend(j.counters.lines());
+    lines.push((
+        "writes",
+        format!(
+            "{}, {} ({} invalidations)",
+            grouped(j.writes),
+            human_bytes(j.written_bytes),
+            grouped(j.invalidations)
         ),
-        ("accuracy", pct(j.accuracy)),
-        ("coverage", pct(j.coverage)),
-        (
-            "prefetched / wasted",
-            format!(
-                "{} / {}",
-                human_bytes(j.prefetched_bytes),
-                human_bytes(j.wasted_bytes)
-            ),
-        ),
-        (
-            "backend",
-            format!(
-                "{} requests, {}",
-                grouped(j.backend_requests),
-                human_bytes(j.backend_bytes)
-            ),
-        ),
-        (
-            "writes",
-            format!(
-                "{}, {} ({} invalidations)",
-                grouped(j.writes),
-                human_bytes(j.written_bytes),
-                grouped(j.invalidations)
-            ),
-        ),
-        (
-            "open files",
-            format!("{} handle(s) of {} file(s)", j.handles, j.files),
-        ),
-        (
-            "analyzer",
-            format!("{} ns per request", sig3(j.analyzer_ns_per_request)),
-        ),
-    ];
-    let width = lines.iter().map(|l| l.0.len()).max().unwrap_or(0);
-    let mut out = format!("patio: {} {} ({what})\n", mountpoint.display(), j.ended);
-    for (k, v) in lines {
-        out += &format!("  {k:<width$}  {v}\n");
-    }
-    out
+    ));
+    lines.push((
+        "open files",
+        format!("{} handle(s) of {} file(s)", j.handles, j.files),
+    ));
+    let head = format!("patio: {} {} ({what})\n", mountpoint.display(), j.ended);
+    head + &aligned(&lines, "  ")
 }
 
 fn container_mount(args: ContainerArgs) -> Result<()> {

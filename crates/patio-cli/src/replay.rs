@@ -3,6 +3,7 @@
 //! and reports I/O time, total time and every counter. The slow-store and compute
 //! options and the report's JSON are shared with `patio bench prefetch`.
 
+use crate::counters::{aligned, CountersJson};
 use crate::load::load_trace;
 use anyhow::{bail, Context, Result};
 use patio_core::trace::Op;
@@ -135,26 +136,11 @@ pub struct ReportJson {
     pub compute_time_s: f64,
     pub mean_latency_ms: f64,
     pub compute_gap_ms: f64,
-    pub hits: u64,
-    pub late_hits: u64,
-    pub misses: u64,
-    pub partial_hits: u64,
-    pub accuracy: f64,
-    pub coverage: f64,
-    pub read_bytes: u64,
-    pub cache_bytes: u64,
-    pub prefetch_requests: u64,
-    pub prefetched_bytes: u64,
-    pub used_bytes: u64,
-    pub wasted_bytes: u64,
-    pub backend_requests: u64,
-    pub backend_bytes: u64,
-    pub analyzer_ns_per_request: f64,
+    #[serde(flatten)]
+    pub counters: CountersJson,
     pub model_bytes: u64,
     pub max_stream_model_bytes: u64,
     pub saved_model_bytes: u64,
-    pub peak_cache_bytes: u64,
-    pub cache_budget_bytes: u64,
     pub io_mode: String,
 }
 
@@ -170,26 +156,10 @@ impl ReportJson {
             compute_time_s: r.compute_time.as_secs_f64(),
             mean_latency_ms: r.mean_latency.as_secs_f64() * 1e3,
             compute_gap_ms: r.compute_gap.as_secs_f64() * 1e3,
-            hits: s.hits,
-            late_hits: s.late_hits,
-            misses: s.misses,
-            partial_hits: s.partial_hits,
-            accuracy: s.accuracy(),
-            coverage: s.coverage(),
-            read_bytes: s.read_bytes,
-            cache_bytes: s.cache_bytes,
-            prefetch_requests: s.prefetch_requests,
-            prefetched_bytes: s.prefetched_bytes,
-            used_bytes: s.used_bytes,
-            wasted_bytes: s.wasted_bytes,
-            backend_requests: s.backend_requests,
-            backend_bytes: s.backend_bytes,
-            analyzer_ns_per_request: s.analyzer_ns_per_request(),
+            counters: CountersJson::new(s),
             model_bytes: r.model_bytes,
             max_stream_model_bytes: r.max_stream_model_bytes,
             saved_model_bytes: r.saved_model_bytes(),
-            peak_cache_bytes: s.peak_cache_bytes,
-            cache_budget_bytes: s.budget_bytes,
             io_mode: r.io_mode.clone(),
         }
     }
@@ -232,7 +202,7 @@ fn read_requests(args: &Args) -> Result<(Vec<Request>, usize)> {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let kind: PolicyKind = args.policy.parse().map_err(anyhow::Error::msg)?;
+    let kind: PolicyKind = args.policy.parse()?;
     let config = ReplayConfig {
         record_reads: args.reads_csv.is_some(),
         ..args.store.config(args.verify)?
@@ -253,25 +223,23 @@ pub fn run(args: Args) -> Result<()> {
             if !kind.has_model() {
                 bail!("--model: the {kind} policy takes no model");
             }
-            let bytes = std::fs::read(path)
-                .with_context(|| format!("cannot read model {}", path.display()))?;
-            Some(
-                replay::load_models(&bytes)
-                    .with_context(|| format!("{}: not a saved patio model", path.display()))?,
-            )
+            Some(patio_prefetch::model::read_models(path)?)
         }
         None => None,
     };
     if args.save_model.is_some() && !kind.has_model() {
         bail!("--save-model: the {kind} policy learns no model");
     }
-    let policies = replay::policies(kind, &requests, streams, models.as_deref())
-        .map_err(anyhow::Error::msg)?;
+    let policies = replay::policies(kind, &requests, streams, models.as_deref()).map_err(|e| {
+        match &args.model {
+            Some(path) => e.named(&path.display().to_string()),
+            None => e,
+        }
+    })?;
     let report = replay::replay(&args.data, &requests, policies, &config)
         .with_context(|| format!("replay of {}", args.trace.display()))?;
     if let Some(path) = &args.save_model {
-        std::fs::write(path, replay::save_models(&report.models))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        patio_prefetch::model::write_models(path, &report.models)?;
     }
     if let Some(path) = &args.reads_csv {
         std::fs::write(path, reads_csv(&report))
@@ -303,8 +271,7 @@ fn reads_csv(report: &Report) -> String {
 
 fn render(j: &ReportJson, config: &ReplayConfig) -> String {
     use crate::bench::{grouped, human_bytes, sig3};
-    let pct = |x: f64| format!("{:.1}%", x * 100.0);
-    let lines = [
+    let mut lines = vec![
         ("policy", j.policy.clone()),
         (
             "requests",
@@ -332,45 +299,16 @@ fn render(j: &ReportJson, config: &ReplayConfig) -> String {
         ),
         ("I/O time", format!("{:.3} s", j.io_time_s)),
         ("total time", format!("{:.3} s", j.total_time_s)),
-        (
-            "hits / late / misses",
-            format!("{} / {} / {}", j.hits, j.late_hits, j.misses),
-        ),
-        ("accuracy", pct(j.accuracy)),
-        ("coverage", pct(j.coverage)),
-        (
-            "prefetched / wasted",
-            format!(
-                "{} / {}",
-                human_bytes(j.prefetched_bytes),
-                human_bytes(j.wasted_bytes)
-            ),
-        ),
-        (
-            "backend",
-            format!(
-                "{} requests, {}",
-                grouped(j.backend_requests),
-                human_bytes(j.backend_bytes)
-            ),
-        ),
-        (
-            "analyzer",
-            format!("{} ns per request", sig3(j.analyzer_ns_per_request)),
-        ),
-        (
-            "model",
-            format!(
-                "{} in memory (largest stream {}), {} saved",
-                human_bytes(j.model_bytes),
-                human_bytes(j.max_stream_model_bytes),
-                human_bytes(j.saved_model_bytes)
-            ),
-        ),
     ];
-    let width = lines.iter().map(|l| l.0.len()).max().unwrap_or(0);
-    lines
-        .iter()
-        .map(|(k, v)| format!("{k:<width$}  {v}\n"))
-        .collect()
+    lines.extend(j.counters.lines());
+    lines.push((
+        "model",
+        format!(
+            "{} in memory (largest stream {}), {} saved",
+            human_bytes(j.model_bytes),
+            human_bytes(j.max_stream_model_bytes),
+            human_bytes(j.saved_model_bytes)
+        ),
+    ));
+    aligned(&lines, "")
 }

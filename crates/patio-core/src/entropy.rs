@@ -303,8 +303,16 @@ pub fn get_section(c: &mut crate::codec::Cursor, what: &str) -> Result<Vec<u8>> 
         let crc = c.u32_le()?;
         entries.push((codec, raw, stored, crc));
     }
-    // Grown block by block: a damaged length must not reserve memory up front.
-    let mut out = Vec::with_capacity(raw_len.min(MAX_BLOCK as u64) as usize);
+    let blocks_raw: u64 = entries.iter().map(|e| e.1 as u64).sum();
+    if blocks_raw != raw_len {
+        return Err(CoreError::corrupt(
+            at,
+            format!("{what}: blocks announce {blocks_raw} bytes, the section {raw_len}"),
+        ));
+    }
+    // Reserved from what is present, not from what the input announces: the output
+    // grows as blocks really decode.
+    let mut out = Vec::with_capacity(raw_len.min(MAX_BLOCK as u64).min(c.remaining() as u64) as usize);
     for (codec, raw, stored, crc) in entries {
         let at = c.position();
         let bytes = c.take(stored)?;

@@ -27,6 +27,7 @@ pub mod error;
 pub mod literal;
 pub mod map;
 pub mod online;
+pub mod persist;
 pub mod ptrace;
 pub mod records;
 pub mod seqcodec;

@@ -72,7 +72,7 @@ pub fn check_policy(policy: PolicyKind, model: Option<&[u8]>) -> Result<()> {
         _ => policy
             .build(&[], model)
             .map(|_| ())
-            .map_err(FsError::Invalid),
+            .map_err(|e| FsError::Invalid(e.to_string())),
     }
 }
 
@@ -278,7 +278,7 @@ impl Observer for Prefetcher {
         let inner = &self.inner;
         let policy = match inner.policy.build(&[], inner.model.as_deref()) {
             Ok(p) => p,
-            Err(e) => return self.fallback(e),
+            Err(e) => return self.fallback(e.to_string()),
         };
         let handle = {
             let mut files = lock(&inner.files);

@@ -123,12 +123,9 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// Used prefetched bytes / prefetched bytes (1 when nothing was prefetched).
-    pub fn accuracy(&self) -> f64 {
-        if self.prefetched_bytes == 0 {
-            return 1.0;
-        }
-        self.used_bytes as f64 / self.prefetched_bytes as f64
+    /// Used prefetched bytes / prefetched bytes; `None` when nothing was prefetched.
+    pub fn accuracy(&self) -> Option<f64> {
+        (self.prefetched_bytes > 0).then(|| self.used_bytes as f64 / self.prefetched_bytes as f64)
     }
 
     /// Read bytes served from prefetches / read bytes.

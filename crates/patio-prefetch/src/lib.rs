@@ -14,6 +14,8 @@
 //! | [`striped`] | the striped storage model: targets, stripes, RPCs, seek classes; simulator; eq 3.1/4.1 counts |
 //! | [`engine`] | worker threads, per-stream readers, adaptive depth, counters |
 //! | [`replay`] | trace-driven replay with compute gaps |
+//! | [`model`] | saved models and model files: which policy a model is for, the one-stream rule, crash-safe writing |
+//! | [`error`] | [`PrefetchError`], the crate's typed error |
 //! | [`workloads`] | synthetic read workloads of `patio bench prefetch` |
 //!
 //! Front ends (the `patio replay`, `patio bench prefetch` and `patio mount prefetch`
@@ -23,8 +25,10 @@
 pub mod backend;
 pub mod cache;
 pub mod engine;
+pub mod error;
 pub mod lengths;
 pub mod markov;
+pub mod model;
 pub mod pattern;
 pub mod policy;
 pub mod replay;
@@ -35,6 +39,7 @@ pub mod workloads;
 
 pub use backend::{AlignedBuf, DataFile, IoMode, SlowStore, StoreConfig, DIRECT_ALIGN};
 pub use engine::{Engine, EngineConfig, FileHandle, Stats, StreamReader};
+pub use error::PrefetchError;
 pub use markov::Markov;
 pub use policy::{Hint, Policy, PolicyKind};
 pub use replay::{replay, Compute, ReplayConfig, Report, Request};

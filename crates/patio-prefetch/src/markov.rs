@@ -24,7 +24,8 @@ pub const DEFAULT_BLOCK: u64 = 8192;
 /// Successors kept per block.
 pub const MAX_SUCCESSORS: usize = 8;
 
-const MAGIC: &[u8; 4] = b"PMKV";
+/// The magic of a saved markov model.
+pub(crate) const MAGIC: &[u8; 4] = b"PMKV";
 const VERSION: u16 = 1;
 
 /// Block-transition model and predictor.

@@ -28,8 +28,9 @@
 //! On a stream the analyzer follows as strided, kd-strided or phased data nothing
 //! reads sequentially, so no window opens and the hints are the analyzer's alone.
 
+use crate::error::PrefetchError;
 use crate::lengths::Lengths;
-use crate::policy::{Hint, Policy};
+use crate::policy::{Hint, Policy, PolicyKind};
 use crate::window::Window;
 use patio_core::online::{Following, OnlineConfig, Predictor};
 
@@ -65,10 +66,14 @@ impl Pattern {
     }
 
     /// A predictor that starts with the patterns saved by an earlier run.
-    pub fn load(bytes: &[u8]) -> Result<Self, String> {
+    pub fn load(bytes: &[u8]) -> Result<Self, PrefetchError> {
+        crate::model::check_kind(PolicyKind::Pattern, bytes)?;
         Predictor::load(Self::config(), bytes)
             .map(Self::with)
-            .map_err(|e| format!("pattern model: {e}"))
+            .map_err(|error| PrefetchError::Corrupt {
+                what: "not a saved pattern model".into(),
+                error,
+            })
     }
 
     pub fn predictor(&self) -> &Predictor {

@@ -14,6 +14,7 @@
 //! lateness and waste) and issues the ranges whose confidence is high enough; policies
 //! with a window of their own (readahead) ignore `depth`.
 
+use crate::error::PrefetchError;
 use crate::markov::Markov;
 pub use crate::pattern::Pattern;
 use std::sync::Arc;
@@ -110,16 +111,25 @@ impl PolicyKind {
         self,
         future: &[(u64, u64)],
         model: Option<&[u8]>,
-    ) -> Result<Box<dyn Policy>, String> {
+    ) -> Result<Box<dyn Policy>, PrefetchError> {
         if model.is_some() && !self.has_model() {
-            return Err(format!("the {} policy takes no model", self.name()));
+            return Err(PrefetchError::Invalid(format!(
+                "the {} policy takes no model",
+                self.name()
+            )));
         }
         Ok(match self {
             PolicyKind::None => Box::new(NoPrefetch),
             PolicyKind::Readahead => Box::new(Readahead::new(ReadaheadConfig::default())),
             PolicyKind::Stride => Box::new(Stride::default()),
             PolicyKind::Markov => Box::new(match model {
-                Some(bytes) => Markov::load(bytes).map_err(|e| format!("markov model: {e}"))?,
+                Some(bytes) => {
+                    crate::model::check_kind(PolicyKind::Markov, bytes)?;
+                    Markov::load(bytes).map_err(|error| PrefetchError::Corrupt {
+                        what: "not a saved markov model".into(),
+                        error,
+                    })?
+                }
                 None => Markov::new(crate::markov::DEFAULT_BLOCK),
             }),
             PolicyKind::Pattern => Box::new(match model {
@@ -132,15 +142,18 @@ impl PolicyKind {
 }
 
 impl std::str::FromStr for PolicyKind {
-    type Err = String;
+    type Err = PrefetchError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, PrefetchError> {
         PolicyKind::ALL
             .into_iter()
             .find(|k| k.name() == s)
             .ok_or_else(|| {
                 let names: Vec<&str> = PolicyKind::ALL.iter().map(|k| k.name()).collect();
-                format!("unknown policy {s:?} (one of {})", names.join(", "))
+                PrefetchError::Invalid(format!(
+                    "unknown policy {s:?} (one of {})",
+                    names.join(", ")
+                ))
             })
     }
 }

@@ -18,9 +18,8 @@
 
 use crate::backend::{DataFile, SlowStore, StoreConfig};
 use crate::engine::{Engine, EngineConfig, Stats};
+use crate::error::{PrefetchError, Result};
 use crate::policy::{Policy, PolicyKind};
-use patio_core::codec::{put_uvarint, read_blob, write_blob, Cursor, BLOB_HEADER};
-use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -137,8 +136,15 @@ impl Report {
     }
 }
 
-fn invalid(msg: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, msg)
+fn invalid(msg: String) -> PrefetchError {
+    PrefetchError::Invalid(msg)
+}
+
+fn read_error(data: &std::path::Display<'_>, r: &Request, e: std::io::Error) -> PrefetchError {
+    PrefetchError::io(
+        format!("{data}: read of {} bytes at {}", r.len, r.offset),
+        e,
+    )
 }
 
 /// The mean modelled cost of the requests under `store`, without jitter.
@@ -154,7 +160,7 @@ pub fn mean_latency(requests: &[Request], store: &StoreConfig) -> Duration {
 }
 
 /// Checks that the requests can be replayed against a file of `size` bytes.
-pub fn check(requests: &[Request], streams: usize, data: &Path, size: u64) -> io::Result<()> {
+pub fn check(requests: &[Request], streams: usize, data: &Path, size: u64) -> Result<()> {
     if requests.is_empty() {
         return Err(invalid("the trace has no read requests to replay".into()));
     }
@@ -185,13 +191,13 @@ pub fn policies(
     requests: &[Request],
     streams: usize,
     models: Option<&[Vec<u8>]>,
-) -> Result<Vec<Box<dyn Policy>>, String> {
+) -> Result<Vec<Box<dyn Policy>>> {
     if let Some(m) = models {
         if m.len() != streams {
-            return Err(format!(
+            return Err(invalid(format!(
                 "the model file holds {} stream models, the replay has {streams} streams",
                 m.len()
-            ));
+            )));
         }
     }
     (0..streams)
@@ -217,9 +223,10 @@ pub fn replay(
     requests: &[Request],
     policies: Vec<Box<dyn Policy>>,
     config: &ReplayConfig,
-) -> io::Result<Report> {
+) -> Result<Report> {
+    let shown = data.display();
     let size = std::fs::metadata(data)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", data.display())))?
+        .map_err(|e| PrefetchError::io(shown.to_string(), e))?
         .len();
     check(requests, policies.len(), data, size)?;
     let policy = policies
@@ -231,14 +238,16 @@ pub fn replay(
     let gap = mean.mul_f64(config.compute_ratio.max(0.0));
 
     let engine = Engine::new(config.engine.clone());
-    let file = engine.add_file(DataFile::open(data, SlowStore::new(config.store.clone()))?);
+    let file = DataFile::open(data, SlowStore::new(config.store.clone()))
+        .map_err(|e| PrefetchError::io(format!("cannot open {shown}"), e))?;
+    let file = engine.add_file(file);
     let io_mode = file.file().io_mode().to_string();
     let mut readers: Vec<_> = policies
         .into_iter()
         .map(|p| engine.stream(&file, p))
         .collect();
     let reference = if config.verify {
-        Some(std::fs::File::open(data)?)
+        Some(std::fs::File::open(data).map_err(|e| PrefetchError::io(shown.to_string(), e))?)
     } else {
         None
     };
@@ -254,7 +263,9 @@ pub fn replay(
     for (i, r) in requests.iter().enumerate() {
         let len = r.len as usize;
         let t = Instant::now();
-        let got = readers[r.stream].read_at(r.offset, &mut buf[..len])?;
+        let got = readers[r.stream]
+            .read_at(r.offset, &mut buf[..len])
+            .map_err(|e| read_error(&shown, r, e))?;
         let spent = t.elapsed();
         io_time += spent;
         if config.record_reads {
@@ -277,9 +288,10 @@ pub fn replay(
         }
         if let Some(f) = &reference {
             let v = Instant::now();
-            f.read_exact_at(&mut want[..len], r.offset)?;
+            f.read_exact_at(&mut want[..len], r.offset)
+                .map_err(|e| read_error(&shown, r, e))?;
             if got != len || buf[..len] != want[..len] {
-                return Err(io::Error::other(format!(
+                return Err(PrefetchError::Failed(format!(
                     "request {i} ({} bytes at {}) returned wrong data with policy {policy}",
                     r.len, r.offset
                 )));
@@ -335,50 +347,9 @@ fn compute(d: Duration, how: Compute) {
     }
 }
 
-const MODELS_MAGIC: &[u8; 4] = b"PPMS";
-const MODELS_VERSION: u16 = 1;
-
-/// Per-stream models as one checksummed blob (an empty model for a stream whose
-/// policy learns none).
-pub fn save_models(models: &[Option<Vec<u8>>]) -> Vec<u8> {
-    let mut payload = Vec::new();
-    put_uvarint(&mut payload, models.len() as u64);
-    for m in models {
-        let m = m.as_deref().unwrap_or(&[]);
-        put_uvarint(&mut payload, m.len() as u64);
-        payload.extend_from_slice(m);
-    }
-    write_blob(MODELS_MAGIC, MODELS_VERSION, &payload)
-}
-
-/// The per-stream models of [`save_models`].
-pub fn load_models(bytes: &[u8]) -> patio_core::Result<Vec<Vec<u8>>> {
-    let (_, payload) = read_blob(MODELS_MAGIC, MODELS_VERSION, bytes)?;
-    let mut c = Cursor::with_base(payload, BLOB_HEADER);
-    let n = c.count(c.remaining(), "stream model")?;
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        let len = c.count(c.remaining(), "model byte")?;
-        out.push(c.take(len)?.to_vec());
-    }
-    if !c.is_at_end() {
-        return Err(c.error("trailing bytes after the stream models"));
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn models_round_trip() {
-        let models = vec![Some(vec![1u8, 2, 3]), None, Some(vec![9u8; 300])];
-        let bytes = save_models(&models);
-        let back = load_models(&bytes).unwrap();
-        assert_eq!(back, [vec![1u8, 2, 3], vec![], vec![9u8; 300]]);
-        assert!(load_models(&bytes[..bytes.len() - 2]).is_err());
-    }
 
     #[test]
     fn mean_latency_is_the_model_cost() {

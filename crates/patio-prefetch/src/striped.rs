@@ -99,28 +99,15 @@ pub struct Striping {
 }
 
 /// Why a striping or an input was refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StripingError {
     /// [`Striping::by_name`] was given a name not in [`PRESETS`].
+    #[error("unknown storage preset {0:?} (valid: {valid})", valid = PRESETS.join(", "))]
     UnknownPreset(String),
     /// A parameter or an input is out of range (the message says which).
+    #[error("invalid storage model input: {0}")]
     Invalid(String),
 }
-
-impl std::fmt::Display for StripingError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StripingError::UnknownPreset(name) => write!(
-                f,
-                "unknown storage preset {name:?} (valid: {})",
-                PRESETS.join(", ")
-            ),
-            StripingError::Invalid(msg) => write!(f, "invalid storage model input: {msg}"),
-        }
-    }
-}
-
-impl std::error::Error for StripingError {}
 
 /// Latency class of a seek distance (also the jump classes of eq 4.1: near = short,
 /// mid = medium, far = long).

@@ -24,6 +24,7 @@
 //! mixed in at random positions) and `-change` (the second half reads with another
 //! geometry — stride, shape or record sizes — in a region after the first).
 
+use crate::error::PrefetchError;
 use crate::rng::Rng;
 use std::io::{self, Write};
 use std::path::Path;
@@ -68,7 +69,7 @@ pub fn names() -> Vec<String> {
 }
 
 /// The workload `name` with `n` requests for the process picked by `seed`.
-pub fn generate(name: &str, n: usize, seed: u64) -> Result<Workload, String> {
+pub fn generate(name: &str, n: usize, seed: u64) -> Result<Workload, PrefetchError> {
     let (base, variant) = if let Some(b) = name.strip_suffix("-noisy") {
         (b, "noisy")
     } else if let Some(b) = name.strip_suffix("-change") {
@@ -77,10 +78,10 @@ pub fn generate(name: &str, n: usize, seed: u64) -> Result<Workload, String> {
         (name, "")
     };
     if !BASES.contains(&base) {
-        return Err(format!(
+        return Err(PrefetchError::Invalid(format!(
             "unknown workload {name:?} (one of {}, each also with -noisy or -change)",
             BASES.join(", ")
-        ));
+        )));
     }
     let n = n.max(2);
     let (requests, end) = match variant {

@@ -22,7 +22,8 @@
 //! with the file name.
 
 use crate::convert::os_error;
-use patio_prefetch::replay::{load_models, save_models};
+use patio_prefetch::model::{read_stream_model, write_models};
+use patio_prefetch::PrefetchError;
 use patio_prefetch::{
     DataFile, Engine, EngineConfig, PolicyKind, SlowStore, Stats, StoreConfig, StreamReader,
 };
@@ -297,8 +298,7 @@ impl PyPrefetchStream {
         self.lock().last = Some(stats);
         self.engine.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let (Some(path), Some(model)) = (&self.save_model, model) {
-            std::fs::write(path, save_models(&[Some(model)]))
-                .map_err(|e| os_error(&path.display().to_string(), &e))?;
+            write_models(path, &[Some(model)]).map_err(|e| model_error(path, &e))?;
         }
         Ok(())
     }
@@ -342,24 +342,17 @@ fn stats_dict<'py>(py: Python<'py>, s: &Stats) -> PyResult<Bound<'py, PyDict>> {
     Ok(d)
 }
 
-/// The model bytes a policy starts from: a per-stream model file with one stream, or
-/// a bare model.
+/// The model bytes a policy starts from (the one-stream rule of
+/// `patio_prefetch::model`, shared with `patio mount prefetch`).
 fn read_model(path: &Path, kind: PolicyKind) -> PyResult<Vec<u8>> {
-    let bytes = std::fs::read(path).map_err(|e| os_error(&path.display().to_string(), &e))?;
-    match load_models(&bytes) {
-        Ok(models) if models.len() == 1 => Ok(models.into_iter().next().unwrap_or_default()),
-        Ok(models) => Err(PyValueError::new_err(format!(
-            "{}: the model file holds {} stream models; patio.open needs one (save it with \
-             `patio replay --stream N --save-model`)",
-            path.display(),
-            models.len()
-        ))),
-        Err(_) if kind.build(&[], Some(&bytes)).is_ok() => Ok(bytes),
-        Err(e) => Err(PyValueError::new_err(format!(
-            "{}: not a saved {} model ({e})",
-            path.display(),
-            kind.name()
-        ))),
+    read_stream_model(path, kind).map_err(|e| model_error(path, &e))
+}
+
+/// A model file's error: the OS error with its errno and file name, else `ValueError`.
+fn model_error(path: &Path, e: &PrefetchError) -> PyErr {
+    match e.os_error() {
+        Some(os) => os_error(&path.display().to_string(), os),
+        None => PyValueError::new_err(e.to_string()),
     }
 }
 
@@ -427,7 +420,7 @@ pub fn open_prefetch_stream(
     let model_bytes = model.as_deref().map(|p| read_model(p, kind)).transpose()?;
     let policy = kind
         .build(&[], model_bytes.as_deref().filter(|m| !m.is_empty()))
-        .map_err(PyValueError::new_err)?;
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
 
     let name = path.display().to_string();
     let meta = std::fs::metadata(&path).map_err(|e| os_error(&name, &e))?;

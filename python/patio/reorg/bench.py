@@ -42,6 +42,7 @@ from typing import Any, Self
 import numpy as np
 
 from patio import _mpirun
+from patio._binary import patio_binary
 from patio.reorg.cases import CASES, Case, ior, tile
 
 PROG = "patio bench reorg"
@@ -53,17 +54,6 @@ STORES = ("hdd", "ssd")
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def patio_binary() -> str:
-    """The ``patio`` next to this interpreter (the virtual environment's), else on PATH."""
-    here = Path(sys.executable).with_name("patio")
-    if here.exists():
-        return str(here)
-    found = shutil.which("patio")
-    if found is None:
-        raise SystemExit(f"{PROG}: error: the patio command is not built (run scripts/setup.sh)")
-    return found
 
 
 def mpirun(ranks: int) -> list[str]:
@@ -79,7 +69,7 @@ class StoreMount:
     def __init__(self, source: Path, mnt: Path, store: str, targets: int):
         self.mnt = mnt
         self.proc = subprocess.Popen(
-            [patio_binary(), "mount", "prefetch", str(source), str(mnt), "--policy", "none",
+            [patio_binary(prog=PROG), "mount", "prefetch", str(source), str(mnt), "--policy", "none",
              "--direct-io", "--store", store, "--store-targets", str(targets)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
@@ -126,7 +116,7 @@ def write_inputs(case: Case, src: Path) -> tuple[Path, Path]:
 
 def reorganize(data: Path, trace: Path, out: Path, store: str) -> dict[str, Any]:
     done = subprocess.run(
-        [patio_binary(), "reorg", "apply", str(data), "--trace", str(trace), "-o", str(out),
+        [patio_binary(prog=PROG), "reorg", "apply", str(data), "--trace", str(trace), "-o", str(out),
          "--store", store, "--json"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip

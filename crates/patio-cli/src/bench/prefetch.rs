@@ -8,6 +8,7 @@
 //! policy started from the model it saved after that same training run.
 
 use super::{human_bytes, median, progress, sig3, write_stdout, Table, SEED};
+use crate::counters::share;
 use crate::replay::{ReportJson, StoreArgs};
 use anyhow::{bail, Context, Result};
 use patio_prefetch::markov::{Markov, DEFAULT_BLOCK};
@@ -99,12 +100,12 @@ pub fn run(args: Args) -> Result<()> {
     // Refuse unknown names before any work.
     let mut loads = Vec::new();
     for name in &names {
-        let w = workloads::generate(name, n, SEED).map_err(anyhow::Error::msg)?;
+        let w = workloads::generate(name, n, SEED)?;
         let train_seed = match args.training {
             Training::Other => SEED + 1,
             Training::Same => SEED,
         };
-        let train = workloads::generate(name, n, train_seed).map_err(anyhow::Error::msg)?;
+        let train = workloads::generate(name, n, train_seed)?;
         loads.push((w, train));
     }
     let dir = match &args.dir {
@@ -161,7 +162,7 @@ fn trained(kind: PolicyKind, train: &Workload) -> Result<Box<dyn Policy>> {
             for &(offset, len) in &train.requests {
                 first.observe(offset, len, 1);
             }
-            Box::new(Pattern::load(&first.predictor().save()).map_err(anyhow::Error::msg)?)
+            Box::new(Pattern::load(&first.predictor().save())?)
         }
         other => bail!("the {other} policy learns no model"),
     })
@@ -194,7 +195,7 @@ fn run_workload(
             let policies = if from_training {
                 vec![trained(kind, train)?]
             } else {
-                replay::policies(kind, &requests, 1, None).map_err(anyhow::Error::msg)?
+                replay::policies(kind, &requests, 1, None)?
             };
             let report = replay::replay(&path, &requests, policies, config)
                 .with_context(|| format!("{} with {row}", w.name))?;
@@ -288,7 +289,7 @@ fn print_table(
             "coverage", "wasted", "backend", "ns/req", "model",
         ],
     );
-    let pct = |x: f64| format!("{:.1}%", x * 100.0);
+    let pct = |x: f64| share(Some(x));
     for (row, r) in result {
         let s = &r.stats;
         t.row(vec![
@@ -302,7 +303,7 @@ fn print_table(
             s.hits.to_string(),
             s.late_hits.to_string(),
             s.misses.to_string(),
-            pct(s.accuracy()),
+            share(s.accuracy()),
             pct(s.coverage()),
             human_bytes(s.wasted_bytes),
             s.backend_requests.to_string(),

@@ -4,9 +4,9 @@
 use super::ContainerFs;
 use crate::fusekit::{self, enoent, errno_of, lock, sys};
 use fuser::{
-    FileHandle, Filesystem, FopenFlags, Generation, INodeNo, LockOwner, OpenFlags, RenameFlags,
-    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    FileHandle, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, OpenFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 use patio_container::layout;
 use std::ffi::OsStr;
@@ -20,6 +20,13 @@ fn fopen_flags() -> FopenFlags {
 }
 
 impl Filesystem for ContainerFs {
+    /// Shared `mmap` of files (opened with `FOPEN_DIRECT_IO`) where the kernel allows
+    /// it (Linux 6.6 and later); older kernels refuse shared writable maps (`ENODEV`).
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        fusekit::allow_direct_io_mmap(config);
+        Ok(())
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let s = &self.shared;
         let r = s.child(parent, name).and_then(|rel| s.entry_of(rel));
