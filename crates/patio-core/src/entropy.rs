@@ -312,7 +312,8 @@ pub fn get_section(c: &mut crate::codec::Cursor, what: &str) -> Result<Vec<u8>> 
     }
     // Reserved from what is present, not from what the input announces: the output
     // grows as blocks really decode.
-    let mut out = Vec::with_capacity(raw_len.min(MAX_BLOCK as u64).min(c.remaining() as u64) as usize);
+    let mut out =
+        Vec::with_capacity(raw_len.min(MAX_BLOCK as u64).min(c.remaining() as u64) as usize);
     for (codec, raw, stored, crc) in entries {
         let at = c.position();
         let bytes = c.take(stored)?;
