@@ -82,14 +82,17 @@ pub enum MountCommand {
     /// Files are opened in direct-I/O mode (FOPEN_DIRECT_IO, parallel writes allowed):
     /// every application read and write reaches the container with its own offset and
     /// size, not split into page-cache chunks or merged by writeback (requests above
-    /// the kernel's 1 MiB per-request limit arrive split). close(2) and fsync(2) make a
-    /// process's writes durable; sizes are right while files are being written;
+    /// the kernel's 1 MiB per-request limit arrive split). Durability is a local file
+    /// system's: what close(2) returned for survives the daemon being killed (SIGKILL),
+    /// not a power loss; fsync(2) of a file and unmount sync to the backend's disk.
+    /// Sizes are right while files are being written;
     /// truncate, unlink, rename, chmod and chown work; hard and symbolic links do not.
     /// Permissions are enforced by the kernel (default_permissions) against each
     /// container directory's mode and owner.
     ///
     /// Runs in the foreground. Stop it with Ctrl-C, SIGTERM, or `fusermount3 -u
-    /// MOUNTPOINT`: every writer still open is flushed and a summary is printed. If the
+    /// MOUNTPOINT`: every writer still open is flushed, the backend is synced and a
+    /// summary is printed. If the
     /// mount point is busy, a second signal detaches it lazily (writers are flushed
     /// then too).
     #[command(
