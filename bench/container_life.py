@@ -21,9 +21,9 @@ workload the backend's files and allocated bytes are counted against the live da
 that point — i.e. ≤ 2× live + 3 files + the container's fixed files). For the
 exerciser, its total time against the plain directory (goal: within 10×).
 
-The mount flushes (fsyncs) a process's writer at every ``close`` and truncation; the
-plain directory does not fsync at close. Both sides run the same Python loop, so its
-per-call overhead is part of both.
+Neither side syncs at ``close`` or truncation (the mount's durability contract is a
+local file system's: ``fsync`` and unmount sync). Both sides run the same Python
+loop, so its per-call overhead is part of both.
 
     python bench/container_life.py                 # table, N = 10,000, E = 20,000
     python bench/container_life.py --json

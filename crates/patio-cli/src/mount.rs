@@ -86,14 +86,17 @@ pub enum MountCommand {
     /// the kernel's 1 MiB per-request limit arrive split). Shared mmap, also writable,
     /// works on Linux 6.6 and later (FUSE_DIRECT_IO_ALLOW_MMAP; pages written through
     /// a map reach the container when the kernel writes them back: msync, munmap or
-    /// close); older kernels refuse MAP_SHARED maps with ENODEV. close(2) and fsync(2)
-    /// make a process's writes durable; sizes are right while files are being written;
+    /// close); older kernels refuse MAP_SHARED maps with ENODEV. Durability is a local
+    /// file system's: what close(2) returned for survives the daemon being killed
+    /// (SIGKILL), not a power loss; fsync(2) of a file and unmount sync to the backend's
+    /// disk. Sizes are right while files are being written;
     /// truncate, unlink, rename, chmod and chown work; hard and symbolic links do not.
     /// Permissions are enforced by the kernel (default_permissions) against each
     /// container directory's mode and owner.
     ///
     /// Runs in the foreground. Stop it with Ctrl-C, SIGTERM, or `fusermount3 -u
-    /// MOUNTPOINT`: every writer still open is flushed and a summary is printed. If the
+    /// MOUNTPOINT`: every writer still open is flushed, the backend is synced and a
+    /// summary is printed. If the
     /// mount point is busy, a second signal detaches it lazily (writers are flushed
     /// then too).
     #[command(

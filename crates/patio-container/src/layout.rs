@@ -380,9 +380,10 @@ pub struct Truncation {
     pub size: u64,
 }
 
-/// Appends a truncation record (O_APPEND, durable on return), holding the shared
-/// truncation lock so that a compaction's rewrite of the log cannot drop it.
-pub fn append_truncation(dir: &Path, t: Truncation) -> Result<()> {
+/// Appends a truncation record (O_APPEND; durable on return with `sync`, else in the
+/// page cache only), holding the shared truncation lock so that a compaction's
+/// rewrite of the log cannot drop it.
+pub fn append_truncation(dir: &Path, t: Truncation, sync: bool) -> Result<()> {
     let _lock = FileLock::acquire(dir, TRUNCATES_LOCK, LockKind::Shared)?;
     let path = dir.join(TRUNCATES);
     let mut f = OpenOptions::new()
@@ -405,7 +406,10 @@ pub fn append_truncation(dir: &Path, t: Truncation) -> Result<()> {
     put_frame(&mut buf, &payload);
     f.write_all(&buf)
         .map_err(|e| ContainerError::io(&path, e))?;
-    f.sync_all().map_err(|e| ContainerError::io(&path, e))
+    if sync {
+        f.sync_all().map_err(|e| ContainerError::io(&path, e))?;
+    }
+    Ok(())
 }
 
 /// A damaged record found while reading: which file, where, and why the rest of that

@@ -85,6 +85,12 @@ pub fn stat(dir: &Path) -> Result<QuickStat> {
 /// Truncates (or extends with a hole) the logical file to `size`. Ordered after
 /// every write flushed before the call; the caller flushes its own writers first.
 pub fn truncate(dir: &Path, size: u64) -> Result<()> {
+    truncate_with(dir, size, true)
+}
+
+/// [`truncate`], durable on return only with `sync` (without it the record survives
+/// the process being killed, not the machine crashing, until [`sync`]).
+pub fn truncate_with(dir: &Path, size: u64, sync: bool) -> Result<()> {
     layout::read_marker(dir)?;
     if size > i64::MAX as u64 {
         return Err(ContainerError::Invalid(format!(
@@ -97,7 +103,30 @@ pub fn truncate(dir: &Path, size: u64) -> Result<()> {
             key: layout::now_ns(),
             size,
         },
+        sync,
     )
+}
+
+/// Makes everything written to the container so far durable: syncs every file in
+/// its directory (logs, meta files, truncation log), then the directory. For
+/// writers that do not sync on flush ([`crate::Writer::set_sync_on_flush`]).
+pub fn sync(dir: &Path) -> Result<()> {
+    layout::read_marker(dir)?;
+    let entries = fs::read_dir(dir).map_err(|e| ContainerError::io(dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| ContainerError::io(dir, e))?;
+        let path = entry.path();
+        if !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        match fs::File::open(&path).and_then(|f| f.sync_all()) {
+            Ok(()) => {}
+            // A compaction may remove a log it replaced while we list.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(ContainerError::io(&path, e)),
+        }
+    }
+    layout::sync_dir(dir)
 }
 
 /// Removes the container (refuses directories that are not containers). Waits for a

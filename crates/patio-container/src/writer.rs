@@ -3,10 +3,14 @@
 //! entries are buffered and, at buffer-full, flush and close, compressed into one
 //! record and appended to the writer's index log.
 //!
-//! Durability: the data log is synced before any index record that refers to it is
-//! appended; `flush` and `close` also sync the index log and then rewrite the meta
-//! file, so everything acknowledged by them survives a crash of the process or the
-//! machine. A process killed before that loses only its unflushed tail.
+//! Durability: every record and meta rewrite goes to the logs' page cache, so whatever
+//! `publish`, `flush` or `close` acknowledged survives the process being killed. A
+//! durable writer (the default) also syncs at `flush` and `close`: the data log before
+//! the index record that refers to it, then the index log (and, the first time, the
+//! container directory), so what they acknowledged survives a crash of the machine. A
+//! writer with [`Writer::set_sync_on_flush`]`(false)` (the FUSE mount's, which syncs at
+//! `fsync` and unmount through [`crate::tools::sync`]) does not sync at all; after a
+//! machine crash its records may outlive data they refer to, which reads as zeros.
 //!
 //! A writer holds a shared `flock` on its index log while it lives: compaction
 //! (crate::compact) takes only logs it can lock exclusively, the logs of ended writers.
@@ -41,6 +45,10 @@ pub struct Writer {
     /// rather than index data it may not have.
     failed: Option<String>,
     closed: bool,
+    /// `flush` and `close` sync the logs (see the module comment).
+    sync_on_flush: bool,
+    /// The container directory was synced since this writer's logs were created.
+    dir_synced: bool,
 }
 
 impl Writer {
@@ -58,6 +66,7 @@ impl Writer {
         let (name, index) = claim_locked(dir)?;
         let data_path = layout::data_path(dir, &name);
         let data = OpenOptions::new()
+            .read(true)
             .write(true)
             .create(true)
             .truncate(false)
@@ -82,14 +91,22 @@ impl Writer {
             meta: WriterMeta::default(),
             failed: None,
             closed: false,
+            sync_on_flush: true,
+            dir_synced: false,
         };
-        layout::sync_dir(dir)?;
         Ok(writer)
     }
 
     /// Index entries to buffer before writing a record (at least 1).
     pub fn set_index_buffer(&mut self, entries: usize) {
         self.buffer_limit = entries.clamp(1, MAX_RECORD_WRITES as usize);
+    }
+
+    /// Whether `flush` and `close` sync the logs (default `true`). Without it they only
+    /// publish: acknowledged writes survive the process being killed, not the machine
+    /// crashing, until someone syncs the container ([`crate::tools::sync`]).
+    pub fn set_sync_on_flush(&mut self, sync: bool) {
+        self.sync_on_flush = sync;
     }
 
     pub fn name(&self) -> &str {
@@ -103,6 +120,43 @@ impl Writer {
     /// One past the highest logical byte written so far, flushed or not.
     pub fn end(&self) -> u64 {
         self.meta.end
+    }
+
+    /// The key of the writer's last record (0 before its first): it changes whenever
+    /// the writer writes a record, by itself too (when its buffer fills).
+    pub fn last_key(&self) -> u64 {
+        self.meta.last_key
+    }
+
+    /// Writes buffered since the last record (not yet visible to readers).
+    pub fn unpublished_entries(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// Lays this writer's unpublished writes that meet `[offset, offset + buf.len())`
+    /// over `buf` (which holds the file as readers see it), in write order, reading
+    /// them back from the data log: what a reader would return once they are
+    /// published. Returns how much of `buf` lies before the end of the furthest of
+    /// these writes (0 when none reaches past `offset`), so the caller can extend a
+    /// short read: the bytes between are a hole (zeros).
+    pub fn overlay(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.usable()?;
+        let end = offset.saturating_add(buf.len() as u64);
+        let mut furthest = 0usize;
+        for e in &self.buffer {
+            let (lo, hi) = (e.logical.max(offset), (e.logical + e.length).min(end));
+            if e.logical + e.length > offset {
+                furthest = furthest.max((hi - offset) as usize);
+            }
+            if lo >= hi {
+                continue;
+            }
+            let into = &mut buf[(lo - offset) as usize..(hi - offset) as usize];
+            self.data
+                .read_exact_at(into, e.physical + (lo - e.logical))
+                .map_err(|err| ContainerError::io(layout::data_path(&self.dir, &self.name), err))?;
+        }
+        Ok(furthest)
     }
 
     /// Writes `data` at logical `offset`.
@@ -154,13 +208,14 @@ impl Writer {
         Ok(())
     }
 
-    /// Makes every write so far durable and visible to readers that open afterwards.
+    /// Makes every write so far visible to readers that open afterwards, and durable
+    /// when the writer syncs on flush.
     pub fn flush(&mut self) -> Result<()> {
         self.usable()?;
-        self.write_record(true)
+        self.write_record(self.sync_on_flush)
     }
 
-    /// Writes a record of what is buffered (if anything) without syncing the index:
+    /// Writes a record of what is buffered (if anything) without syncing anything:
     /// readers opened afterwards see it; a machine crash may lose it.
     pub fn publish(&mut self) -> Result<()> {
         self.usable()?;
@@ -176,7 +231,7 @@ impl Writer {
         self.flush()?;
         check_range(size, 0)?;
         let key = self.next_key();
-        layout::append_truncation(&self.dir, Truncation { key, size })?;
+        layout::append_truncation(&self.dir, Truncation { key, size }, self.sync_on_flush)?;
         self.meta.last_key = key;
         if self.meta.first_key == 0 {
             self.meta.first_key = key;
@@ -208,11 +263,14 @@ impl Writer {
         layout::now_ns().max(self.meta.last_key + 1)
     }
 
-    fn write_record(&mut self, sync_index: bool) -> Result<()> {
+    /// Appends a record of the buffer (if any) and rewrites the meta file; with `sync`,
+    /// the data log is synced before the record and the index log after it.
+    fn write_record(&mut self, sync: bool) -> Result<()> {
         let data_path = layout::data_path(&self.dir, &self.name);
         let index_path = layout::index_path(&self.dir, &self.name);
         if !self.buffer.is_empty() {
-            if let Err(e) = self.data.sync_data() {
+            let synced = if sync { self.data.sync_data() } else { Ok(()) };
+            if let Err(e) = synced {
                 self.failed = Some(format!("data sync failed: {e}"));
                 return Err(ContainerError::io(data_path, e));
             }
@@ -237,10 +295,14 @@ impl Writer {
             }
             self.meta.last_key = key;
         }
-        if sync_index {
+        if sync {
             self.index
                 .sync_data()
                 .map_err(|e| ContainerError::io(&index_path, e))?;
+            if !self.dir_synced {
+                layout::sync_dir(&self.dir)?;
+                self.dir_synced = true;
+            }
         }
         self.write_meta()
     }
@@ -255,7 +317,7 @@ impl Drop for Writer {
     /// reported from here; call `close` to see them).
     fn drop(&mut self) {
         if !self.closed && self.failed.is_none() {
-            let _ = self.write_record(true);
+            let _ = self.write_record(self.sync_on_flush);
         }
     }
 }

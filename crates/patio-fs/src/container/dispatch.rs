@@ -298,7 +298,7 @@ impl Filesystem for ContainerFs {
         reply: ReplyEmpty,
     ) {
         let s = &self.shared;
-        let r = s.handle(fh).and_then(|h| s.flush_writers(&h.file, None));
+        let r = s.handle(fh).and_then(|h| s.sync_file(&h.file));
         fusekit::reply_empty(reply, r);
     }
 

@@ -122,6 +122,10 @@ impl Shared {
             }
         }
         self.compactor.stop();
+        // Writers do not sync at close: the end of the mount makes everything durable.
+        if let Err(e) = sync_backend(&self.root) {
+            self.fail(&e);
+        }
         let c = &self.counters;
         let k = &self.compactor.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Acquire);
@@ -145,4 +149,19 @@ impl Shared {
             first_failure: lock(&self.first_failure).clone(),
         }
     }
+}
+
+/// `syncfs(2)` of the file system holding the backend root.
+fn sync_backend(root: &Path) -> Result<(), patio_container::ContainerError> {
+    use std::os::fd::AsRawFd;
+    let io = |error| patio_container::ContainerError::Io {
+        path: root.display().to_string(),
+        error,
+    };
+    let dir = std::fs::File::open(root).map_err(io)?;
+    // SAFETY: syncfs only reads the descriptor, which `dir` keeps open.
+    if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
+        return Err(io(std::io::Error::last_os_error()));
+    }
+    Ok(())
 }

@@ -1,15 +1,22 @@
 //! The container mount's data path: one writer per file and writing process (opened
 //! at its first write), publishing before reads, the cached reader rebuilt when the
-//! index changed, flushes on close and `fsync`, and truncation (which closes every
-//! writer of the file first).
+//! index changed, publishing flushes on close, `fsync` (the only sync besides unmount
+//! and compaction) and truncation (which closes every writer of the file first).
 
 use super::now_ns;
 use super::state::{FileState, Handle, Shared, Writing};
 use crate::fusekit::{lock, R};
 use fuser::{FileHandle, Request};
 use patio_container::{tools, Reader, Writer};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// Unpublished writes a read lays over the cached reader's data (read back from the
+/// writer's data log) rather than publishing them and rebuilding the reader.
+const OVERLAY_LIMIT: usize = 256;
+
+/// The mount's order of writers becoming dirty (see `Writing::dirty_since`).
+static DIRTY_SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl Shared {
     /// Closes the writer of `w` (if open): flushes and releases it.
@@ -54,13 +61,19 @@ impl Shared {
         self.live()?;
         if g.writer.is_none() {
             let dir = h.file.dir();
-            let writer = Writer::open(&dir).map_err(|e| self.fail(&e))?;
+            let mut writer = Writer::open(&dir).map_err(|e| self.fail(&e))?;
+            // Durability comes from fsync and unmount (`sync_file`, `finish`).
+            writer.set_sync_on_flush(false);
+            g.key_seen = writer.last_key();
             self.counters.writers.fetch_add(1, Ordering::Relaxed);
             lock(&self.written_files).insert(dir);
             g.writer = Some(writer);
         }
         let writer = g.writer.as_mut().expect("opened above");
         writer.write_at(offset, data).map_err(|e| self.fail(&e))?;
+        if !g.dirty {
+            g.dirty_since = DIRTY_SEQ.fetch_add(1, Ordering::Relaxed);
+        }
         g.dirty = true;
         g.unsynced = true;
         // Under the writer's lock: a truncation (which takes every writer's lock)
@@ -84,13 +97,15 @@ impl Shared {
             return Ok(());
         }
         let mut inner = lock(&f.inner);
-        let procs: Vec<_> = inner.procs.values().cloned().collect();
+        let mut procs: Vec<_> = inner.procs.values().cloned().collect();
+        procs.sort_by_key(|w| lock(w).dirty_since);
         let mut any = false;
         for w in procs {
             let mut g = lock(&w);
             if g.dirty {
                 if let Some(writer) = g.writer.as_mut() {
                     writer.publish().map_err(|e| self.fail(&e))?;
+                    g.key_seen = writer.last_key();
                 }
                 g.dirty = false;
                 any = true;
@@ -120,15 +135,56 @@ impl Shared {
         Ok(r)
     }
 
+    /// Before a read of `f`: when one writer alone has unpublished writes, few and all
+    /// in its buffer, that writer (the read lays them over the reader's data);
+    /// otherwise every writer publishes and `None`.
+    fn overlay_or_publish(&self, f: &FileState) -> R<Option<Arc<Mutex<Writing>>>> {
+        if f.unpublished.load(Ordering::Acquire) == 0 {
+            return Ok(None);
+        }
+        let solo = {
+            let inner = lock(&f.inner);
+            let mut dirty = inner.procs.values().filter(|w| lock(w).dirty);
+            match (dirty.next(), dirty.next()) {
+                (Some(w), None) if overlayable(&lock(w)) => Some(w.clone()),
+                _ => None,
+            }
+        };
+        if solo.is_none() {
+            self.publish_pending(f)?;
+        }
+        Ok(solo)
+    }
+
     pub(super) fn read(&self, fh: FileHandle, offset: u64, size: u32) -> R<Vec<u8>> {
         let h = self.handle(fh)?;
         self.live()?;
-        self.publish_pending(&h.file)?;
-        let reader = self.reader_of(&h.file)?;
-        let mut buf = vec![0u8; size as usize];
-        let n = reader
-            .read_at(&mut buf, offset)
-            .map_err(|e| self.fail(&e))?;
+        let (buf, n) = loop {
+            let solo = self.overlay_or_publish(&h.file)?;
+            let reader = self.reader_of(&h.file)?;
+            let mut buf = vec![0u8; size as usize];
+            let mut n = reader
+                .read_at(&mut buf, offset)
+                .map_err(|e| self.fail(&e))?;
+            if let Some(w) = solo {
+                let g = lock(&w);
+                if g.dirty && !overlayable(&g) {
+                    // The writer wrote a record by itself since: publish and read again.
+                    drop(g);
+                    self.publish_pending(&h.file)?;
+                    continue;
+                }
+                if let (true, Some(writer)) = (g.dirty, g.writer.as_ref()) {
+                    n = n.max(
+                        writer
+                            .overlay(&mut buf, offset)
+                            .map_err(|e| self.fail(&e))?,
+                    );
+                }
+            }
+            break (buf, n);
+        };
+        let mut buf = buf;
         buf.truncate(n);
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
         self.counters
@@ -152,6 +208,7 @@ impl Shared {
             }
             if let Some(writer) = g.writer.as_mut() {
                 writer.flush().map_err(|e| self.fail(&e))?;
+                g.key_seen = writer.last_key();
             }
             g.unsynced = false;
             g.dirty = false;
@@ -161,6 +218,13 @@ impl Shared {
             inner.generation += 1;
         }
         Ok(())
+    }
+
+    /// `fsync(2)` of file `f`: publishes every writer's writes, then syncs every log of
+    /// the container (those of writers ended without a sync too) and its truncation log.
+    pub(super) fn sync_file(&self, f: &FileState) -> R<()> {
+        self.flush_writers(f, None)?;
+        tools::sync(&f.dir()).map_err(|e| self.fail(&e))
     }
 
     /// Truncates (or extends) file `f` to `size`: closes its writers, then records
@@ -176,7 +240,7 @@ impl Shared {
         // Truncating to the size the file has (open(O_TRUNC) of an empty file) would
         // only add a record.
         if tools::stat(&dir).map_err(|e| self.fail(&e))?.size != size {
-            tools::truncate(&dir, size).map_err(|e| self.fail(&e))?;
+            tools::truncate_with(&dir, size, false).map_err(|e| self.fail(&e))?;
             self.counters.truncations.fetch_add(1, Ordering::Relaxed);
         }
         f.live_end.store(0, Ordering::Release);
@@ -186,4 +250,11 @@ impl Shared {
         self.compactor.request(&dir, size == 0);
         Ok(())
     }
+}
+
+/// Whether a read may lay `w`'s unpublished writes over the cached reader's data.
+fn overlayable(w: &Writing) -> bool {
+    w.writer.as_ref().is_some_and(|writer| {
+        writer.last_key() == w.key_seen && writer.unpublished_entries() <= OVERLAY_LIMIT
+    })
 }

@@ -14,16 +14,22 @@
 //!   and closes of the file until the last handle it wrote through is released; then
 //!   it is closed (flushed). A process that writes through a handle it inherited
 //!   (fork) gets a writer of its own, tied to that handle.
-//! * **Durability.** `close(2)` (FUSE flush) flushes the closing process's writer,
-//!   `fsync(2)` every writer of the file; both make the data durable and visible to
-//!   every reader. A clean unmount (SIGINT/SIGTERM, `fusermount3 -u`, or a lazy
-//!   detach while files are still open) closes every writer still open.
-//! * **Reads** go through one cached [`Reader`] per file. Before each read, writers of
-//!   that file with unpublished writes publish them (an index record without an index
-//!   fsync), and the reader is rebuilt when anything was published, flushed, closed or
-//!   truncated since it was built: a process reads its own writes and every write any
-//!   process finished before the read began. Changes made in the backend behind the
-//!   mount's back are seen after the next change made through the mount.
+//! * **Durability** is a local file system's. Writers never sync by themselves
+//!   (`Writer::set_sync_on_flush(false)`): `close(2)` (FUSE flush) publishes the
+//!   closing process's writer to the backend's page cache, which survives the daemon
+//!   being killed but not a power loss; `fsync(2)` publishes every writer of the file
+//!   and syncs every file of its container (`tools::sync`); a clean unmount
+//!   (SIGINT/SIGTERM, `fusermount3 -u`, or a lazy detach while files are still open)
+//!   closes every writer still open and syncs the backend file system (`syncfs`).
+//! * **Reads** go through one cached [`Reader`] per file. When one writer alone has
+//!   unpublished writes (few, all in its buffer), a read lays them over the cached
+//!   reader's data (`Writer::overlay`). Otherwise, before the read, writers of that
+//!   file with unpublished writes publish them (an index record, no sync; in the order
+//!   they became dirty), and the reader is rebuilt when anything was published,
+//!   flushed, closed or truncated since it was built: a process reads its own writes
+//!   and every write any process finished before the read began. Changes made in the
+//!   backend behind the mount's back are seen after the next change made through the
+//!   mount.
 //! * **Ordering.** Overlapping writes of different processes are ordered by the
 //!   writers' index records (flush or publish times), as in the container: a write is
 //!   ordered after another process's write when that process closed, fsynced or

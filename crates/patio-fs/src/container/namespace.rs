@@ -183,7 +183,7 @@ impl Shared {
             .collect();
         // Writers name their backend directory: close them before it moves; writes
         // that wait meanwhile open new writers at the new place.
-        let inners: Vec<_> = moving.iter().map(|(_, f)| lock(&f.inner)).collect();
+        let mut inners: Vec<_> = moving.iter().map(|(_, f)| lock(&f.inner)).collect();
         let procs: Vec<_> = inners
             .iter()
             .flat_map(|i| i.procs.values().cloned())
@@ -191,6 +191,10 @@ impl Shared {
         let mut guards: Vec<_> = procs.iter().map(|w| lock(w)).collect();
         for g in guards.iter_mut() {
             self.close_writer(g)?;
+        }
+        // The closed writers' last records are new to the files' readers.
+        for i in inners.iter_mut() {
+            i.generation += 1;
         }
         sys(fs::rename(&ff, &ft))?;
         for (p, f) in &moving {

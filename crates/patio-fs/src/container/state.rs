@@ -25,8 +25,16 @@ pub(super) struct Writing {
     pub(super) handles: usize,
     /// Written since the last publish (readers do not see it yet).
     pub(super) dirty: bool,
-    /// Written since the last flush (not durable yet).
+    /// Written since the last flush (not published at close yet).
     pub(super) unsynced: bool,
+    /// When (in the mount's order of writes) this writer last became dirty: dirty
+    /// writers publish in this order, so a write a read saw (through the overlay) is
+    /// ordered before the other writers' later writes.
+    pub(super) dirty_since: u64,
+    /// The writer's last record key the file's generation accounts for: when the
+    /// writer wrote a record by itself since, its buffer no longer holds every write
+    /// readers miss, and reads publish instead of overlaying.
+    pub(super) key_seen: u64,
 }
 
 pub(super) struct FileInner {
