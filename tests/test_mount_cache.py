@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 from patio._binary import patio_binary
-from test_mount_trace import one_line_error, patio, tool
+from test_mount_trace import PatioMount, one_line_error, patio, tool
 
 SMALL = [
     "--memory-mib",
@@ -45,7 +45,7 @@ SMALL = [
 MEMORY, DISK = 1 << 20, 4 << 20
 
 
-class CacheMount:
+class CacheMount(PatioMount):
     """One ``patio mount cache`` process serving ``src`` at ``mnt``."""
 
     def __init__(self, base: Path, policy: str, *options: str, cache: str = "cache"):
@@ -53,27 +53,14 @@ class CacheMount:
         self.stats_file = base / "stats.json"
         for d in (self.src, self.mnt):
             d.mkdir(exist_ok=True)
-        self.stderr = ""
         args = [patio_binary(), "mount", "cache", str(self.src), str(self.mnt)]
         args += ["--cache-dir", str(self.cache), "--policy", policy]
         args += ["--stats-json", str(self.stats_file), *options]
-        self.proc = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        deadline = time.monotonic() + 15
-        while not os.path.ismount(self.mnt):
-            if self.proc.poll() is not None:
-                raise AssertionError(f"patio mount cache exited: {self.proc.communicate()[1]}")
-            assert time.monotonic() < deadline, "the mount did not appear within 15 s"
-            time.sleep(0.02)
+        self.start(args)
 
     def stop(self) -> dict[str, Any]:
         """Ends the mount; returns the counters of ``--stats-json``."""
-        self.proc.send_signal(signal.SIGINT)
-        _, self.stderr = self.proc.communicate(timeout=60)
-        assert self.proc.returncode == 0, self.stderr
-        assert not os.path.ismount(self.mnt)
-        assert "panicked" not in self.stderr
+        self.end("SIGINT", timeout=60)
         stats: dict[str, Any] = json.loads(self.stats_file.read_text())
         return stats
 
@@ -81,15 +68,6 @@ class CacheMount:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.communicate(timeout=30)
         subprocess.run([tool("fusermount3"), "-u", "-z", str(self.mnt)], check=False, timeout=30)
-
-    def cleanup(self) -> None:
-        if os.path.ismount(self.mnt):
-            subprocess.run(
-                [tool("fusermount3"), "-u", "-z", str(self.mnt)], check=False, timeout=30
-            )
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.communicate(timeout=30)
 
 
 @pytest.fixture

@@ -38,12 +38,20 @@ from typing import Any
 
 import pytest
 from patio._binary import patio_binary
-from test_mount_trace import IS_ROOT, NOBODY, as_nobody, one_line_error, patio, tool
+from test_mount_trace import (
+    IS_ROOT,
+    NOBODY,
+    PatioMount,
+    as_nobody,
+    one_line_error,
+    patio,
+    tool,
+)
 
 BLOCK = 4096
 
 
-class ContainerMount:
+class ContainerMount(PatioMount):
     """One ``patio mount container`` process serving ``backend`` at ``mnt``."""
 
     def __init__(self, base: Path, *options: str, name: str = "mnt"):
@@ -51,38 +59,13 @@ class ContainerMount:
         for d in (self.backend, self.mnt):
             d.mkdir(exist_ok=True)
             d.chmod(0o755)
-        self.stderr = ""
-        args = [patio_binary(), "mount", "container", str(self.backend), str(self.mnt), *options]
-        self.proc = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        deadline = time.monotonic() + 15
-        while not os.path.ismount(self.mnt):
-            if self.proc.poll() is not None:
-                raise AssertionError(f"patio mount container exited: {self.proc.communicate()[1]}")
-            assert time.monotonic() < deadline, "the mount did not appear within 15 s"
-            time.sleep(0.02)
+        self.start([patio_binary(), "mount", "container", str(self.backend), str(self.mnt), *options])
 
     def stop(self, how: str = "fusermount") -> str:
         """Ends the mount and returns patio's stderr (with the summary)."""
-        if how == "fusermount":
-            subprocess.run([tool("fusermount3"), "-u", str(self.mnt)], check=True, timeout=30)
-        else:
-            self.proc.send_signal(getattr(signal, how))
-        _, self.stderr = self.proc.communicate(timeout=30)
-        assert self.proc.returncode == 0, self.stderr
-        assert not os.path.ismount(self.mnt)
-        assert "panicked" not in self.stderr and "failures" not in self.stderr, self.stderr
-        return self.stderr
-
-    def cleanup(self) -> None:
-        if os.path.ismount(self.mnt):
-            subprocess.run(
-                [tool("fusermount3"), "-u", "-z", str(self.mnt)], check=False, timeout=30
-            )
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.communicate(timeout=30)
+        stderr = self.end(how)
+        assert "failures" not in stderr, stderr
+        return stderr
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -29,7 +28,7 @@ from typing import Any
 
 import pytest
 from patio._binary import patio_binary
-from test_mount_trace import one_line_error, patio, tool
+from test_mount_trace import PatioMount, one_line_error, patio
 
 SIZE = 1 << 21
 BLOCK = 16 << 10
@@ -38,7 +37,7 @@ STORE = ["--latency-ms", "1", "--bandwidth-mbps", "1000"]
 MODES = {"direct": ["--direct-io"], "cached": []}
 
 
-class PrefetchMount:
+class PrefetchMount(PatioMount):
     """One ``patio mount prefetch`` process serving ``src`` at ``mnt``."""
 
     def __init__(self, base: Path, policy: str, *options: str):
@@ -46,40 +45,15 @@ class PrefetchMount:
         self.stats_file = base / "stats.json"
         for d in (self.src, self.mnt):
             d.mkdir(exist_ok=True)
-        self.stderr = ""
         args = [patio_binary(), "mount", "prefetch", str(self.src), str(self.mnt)]
         args += ["--policy", policy, "--stats-json", str(self.stats_file), *options]
-        self.proc = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        deadline = time.monotonic() + 15
-        while not os.path.ismount(self.mnt):
-            if self.proc.poll() is not None:
-                raise AssertionError(f"patio mount prefetch exited: {self.proc.communicate()[1]}")
-            assert time.monotonic() < deadline, "the mount did not appear within 15 s"
-            time.sleep(0.02)
+        self.start(args)
 
     def stop(self, how: str = "SIGINT") -> dict[str, Any]:
         """Ends the mount; returns the counters of ``--stats-json``."""
-        if how == "fusermount":
-            subprocess.run([tool("fusermount3"), "-u", str(self.mnt)], check=True, timeout=30)
-        else:
-            self.proc.send_signal(getattr(signal, how))
-        _, self.stderr = self.proc.communicate(timeout=30)
-        assert self.proc.returncode == 0, self.stderr
-        assert not os.path.ismount(self.mnt)
-        assert "panicked" not in self.stderr
+        self.end(how)
         stats: dict[str, Any] = json.loads(self.stats_file.read_text())
         return stats
-
-    def cleanup(self) -> None:
-        if os.path.ismount(self.mnt):
-            subprocess.run(
-                [tool("fusermount3"), "-u", "-z", str(self.mnt)], check=False, timeout=30
-            )
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.communicate(timeout=30)
 
 
 @pytest.fixture

@@ -52,39 +52,37 @@ def tool(name: str) -> str:
     return found
 
 
-class Mount:
-    """One ``patio mount trace`` process serving ``src`` at ``mnt``."""
+class PatioMount:
+    """One ``patio mount …`` process serving ``self.mnt``: started, ended and cleaned up
+    the same way by every mount's tests (the subclasses build the command line)."""
 
-    def __init__(self, base: Path, out: str = "trace.ptrace", allow_other: bool = False):
-        self.src = base / "src"
-        self.mnt = base / "mnt"
-        self.out = base / out
-        for d in (self.src, self.mnt):
-            d.mkdir(exist_ok=True)
-            d.chmod(0o755)
-        self.stderr = ""
-        args = [patio_binary(), "mount", "trace", str(self.src), str(self.mnt)]
-        args += ["--out", str(self.out)] + (["--allow-other"] if allow_other else [])
+    mnt: Path
+    proc: subprocess.Popen[str]
+    stderr: str = ""
+
+    def start(self, args: list[str]) -> None:
+        """Runs ``args`` and waits (at most 15 s) until ``self.mnt`` is a mount."""
         self.proc = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         deadline = time.monotonic() + 15
         while not os.path.ismount(self.mnt):
             if self.proc.poll() is not None:
-                raise AssertionError(f"patio mount trace exited: {self.proc.communicate()[1]}")
+                raise AssertionError(f"patio mount {args[2]} exited: {self.proc.communicate()[1]}")
             assert time.monotonic() < deadline, "the mount did not appear within 15 s"
             time.sleep(0.02)
 
-    def stop(self, how: str = "SIGINT") -> str:
-        """Ends the mount and returns patio's stderr; the trace is then written."""
+    def end(self, how: str, timeout: float = 30) -> str:
+        """Ends the mount (``fusermount`` or a signal's name) and checks that patio
+        exited cleanly and unmounted; returns its stderr."""
         if how == "fusermount":
             subprocess.run([tool("fusermount3"), "-u", str(self.mnt)], check=True, timeout=30)
         else:
             self.proc.send_signal(getattr(signal, how))
-        _, self.stderr = self.proc.communicate(timeout=30)
+        _, self.stderr = self.proc.communicate(timeout=timeout)
         assert self.proc.returncode == 0, self.stderr
         assert not os.path.ismount(self.mnt)
-        assert "Traceback" not in self.stderr and "panicked" not in self.stderr
+        assert "panicked" not in self.stderr, self.stderr
         return self.stderr
 
     def cleanup(self) -> None:
@@ -95,6 +93,27 @@ class Mount:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.communicate(timeout=30)
+
+
+class Mount(PatioMount):
+    """One ``patio mount trace`` process serving ``src`` at ``mnt``."""
+
+    def __init__(self, base: Path, out: str = "trace.ptrace", allow_other: bool = False):
+        self.src = base / "src"
+        self.mnt = base / "mnt"
+        self.out = base / out
+        for d in (self.src, self.mnt):
+            d.mkdir(exist_ok=True)
+            d.chmod(0o755)
+        args = [patio_binary(), "mount", "trace", str(self.src), str(self.mnt)]
+        args += ["--out", str(self.out)] + (["--allow-other"] if allow_other else [])
+        self.start(args)
+
+    def stop(self, how: str = "SIGINT") -> str:
+        """Ends the mount and returns patio's stderr; the trace is then written."""
+        stderr = self.end(how)
+        assert "Traceback" not in stderr
+        return stderr
 
 
 @pytest.fixture
