@@ -202,18 +202,17 @@ impl Policy for Pattern {
         // read (predictions out of order by up to [`REORDER`] still continue it).
         // Predictions behind the read (back-fills), and past the windows after a jump
         // away from contiguous data, stay.
-        let ahead = (!structured)
-            .then(|| self.window.ahead().map(|hi| (end, hi)))
-            .flatten();
-        let mut reach = ahead.map(|(_, hi)| hi);
+        // `reach`: how far the window and the predictions left to it cover.
+        let mut reach = (!structured).then(|| self.window.ahead()).flatten();
         let mut prev = len;
         for (p, k) in self.predictor.predict(depth).into_iter().zip(1..) {
-            if let (Some((lo, hi)), Some(r)) = (ahead, reach) {
-                if p.offset >= lo && (p.offset < hi || p.offset <= r.saturating_add(REORDER)) {
-                    reach = Some(r.max(p.offset.saturating_add(p.len)));
-                    continue;
-                }
-                if p.offset > r {
+            if let Some(r) = reach {
+                if p.offset >= end {
+                    if p.offset <= r.saturating_add(REORDER) {
+                        reach = Some(r.max(p.offset.saturating_add(p.len)));
+                        continue;
+                    }
+                    // A jump away from the window's data: the rest stays.
                     reach = None;
                 }
             }
