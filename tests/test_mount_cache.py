@@ -15,14 +15,13 @@ stay short; ``patio bench cache`` measures with the HDD-like model.
 
 from __future__ import annotations
 
+import functools
 import json
 import multiprocessing
 import os
 import random
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 
 import pytest
 from patio._binary import patio_binary
-from test_mount_trace import PatioMount, one_line_error, patio, tool
+from test_mount_trace import PatioMount, one_line_error, patio, scratch, started, tool
 
 SMALL = [
     "--memory-mib",
@@ -72,28 +71,15 @@ class CacheMount(PatioMount):
 
 @pytest.fixture
 def workdir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="patio-cache-", dir="/tmp"))
-    try:
+    with scratch("patio-cache-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
 def mount(workdir: Path) -> Iterator[Any]:
-    """``mount(policy, *options)`` starts a mount; all are removed afterwards."""
-    mounts: list[CacheMount] = []
-
-    def start(policy: str, *options: str, cache: str = "cache") -> CacheMount:
-        m = CacheMount(workdir, policy, *options, cache=cache)
-        mounts.append(m)
-        return m
-
-    try:
+    """``mount(policy, *options, cache=…)`` starts a mount; all are removed afterwards."""
+    with started(functools.partial(CacheMount, workdir)) as start:
         yield start
-    finally:
-        for m in mounts:
-            m.cleanup()
 
 
 _FD: dict[str, int] = {}

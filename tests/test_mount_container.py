@@ -19,17 +19,16 @@ fixture's cleanup). Helpers shared with the tracing mount's tests come from
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import mmap
 import os
 import re
-import shutil
 import signal
 import stat
 import struct
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -45,6 +44,8 @@ from test_mount_trace import (
     as_nobody,
     one_line_error,
     patio,
+    scratch,
+    started,
     tool,
 )
 
@@ -70,30 +71,15 @@ class ContainerMount(PatioMount):
 
 @pytest.fixture
 def base() -> Iterator[Path]:
-    # Under /tmp with mode 0755, so that an unprivileged user can reach the mount.
-    path = Path(tempfile.mkdtemp(prefix="patio-container-", dir="/tmp"))
-    path.chmod(0o755)
-    try:
+    with scratch("patio-container-", shared=True) as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
 def mount(base: Path) -> Iterator[Any]:
     """``mount(*options, name=…)`` starts a mount; all are removed afterwards."""
-    mounts: list[ContainerMount] = []
-
-    def start(*options: str, name: str = "mnt") -> ContainerMount:
-        m = ContainerMount(base, *options, name=name)
-        mounts.append(m)
-        return m
-
-    try:
+    with started(functools.partial(ContainerMount, base)) as start:
         yield start
-    finally:
-        for m in mounts:
-            m.cleanup()
 
 
 def summary(stderr: str) -> dict[str, str]:

@@ -32,6 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli import patio_binary
 from test_mount_container import ContainerMount, flattened
+from test_mount_trace import scratch
 
 # A process that keeps descriptors by id and runs commands from stdin. Every write
 # is followed by a one-byte read, which publishes it: writes of different processes
@@ -92,11 +93,8 @@ class Proc:
 
 @pytest.fixture
 def base() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="patio-life-", dir="/tmp"))
-    try:
+    with scratch("patio-life-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def compact(container: Path) -> dict[str, Any]:

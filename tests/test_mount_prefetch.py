@@ -15,12 +15,11 @@ fixture's cleanup). Helpers shared with the tracing mount's tests come from
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 
 import pytest
 from patio._binary import patio_binary
-from test_mount_trace import PatioMount, one_line_error, patio
+from test_mount_trace import PatioMount, one_line_error, patio, scratch, started
 
 SIZE = 1 << 21
 BLOCK = 16 << 10
@@ -58,28 +57,15 @@ class PrefetchMount(PatioMount):
 
 @pytest.fixture
 def workdir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="patio-prefetch-", dir="/tmp"))
-    try:
+    with scratch("patio-prefetch-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
 def mount(workdir: Path) -> Iterator[Any]:
     """``mount(policy, *options)`` starts a mount; all are removed afterwards."""
-    mounts: list[PrefetchMount] = []
-
-    def start(policy: str, *options: str) -> PrefetchMount:
-        m = PrefetchMount(workdir, policy, *options)
-        mounts.append(m)
-        return m
-
-    try:
+    with started(functools.partial(PrefetchMount, workdir)) as start:
         yield start
-    finally:
-        for m in mounts:
-            m.cleanup()
 
 
 def source_file(m: PrefetchMount, size: int = SIZE, seed: int = 1) -> bytes:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import functools
 import json
 import os
 import shutil
@@ -25,9 +26,10 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from patio._binary import patio_binary
@@ -50,6 +52,40 @@ def tool(name: str) -> str:
     found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
     assert found, f"{name} is not installed: run scripts/setup.sh"
     return found
+
+
+@contextmanager
+def scratch(prefix: str, shared: bool = False) -> Iterator[Path]:
+    """A directory under /tmp, removed afterwards; ``shared``: mode 0755 (not pytest's
+    private tmp_path), so that an unprivileged user can reach a mount inside it."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    if shared:
+        path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+M = TypeVar("M", bound="PatioMount")
+
+
+@contextmanager
+def started(make: Callable[..., M]) -> Iterator[Callable[..., M]]:
+    """Yields ``start(...)``, which makes a mount with ``make``; every mount started is
+    cleaned up afterwards (the tests' ``mount`` fixtures)."""
+    mounts: list[M] = []
+
+    def start(*args: Any, **kwargs: Any) -> M:
+        m = make(*args, **kwargs)
+        mounts.append(m)
+        return m
+
+    try:
+        yield start
+    finally:
+        for m in mounts:
+            m.cleanup()
 
 
 class PatioMount:
@@ -118,31 +154,15 @@ class Mount(PatioMount):
 
 @pytest.fixture
 def base() -> Iterator[Path]:
-    # Under /tmp with mode 0755 (not pytest's private tmp_path), so that an unprivileged
-    # user can reach the mount in the permission tests.
-    path = Path(tempfile.mkdtemp(prefix="patio-mount-", dir="/tmp"))
-    path.chmod(0o755)
-    try:
+    with scratch("patio-mount-", shared=True) as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
 def mount(base: Path) -> Iterator[Any]:
     """``mount(out=…, allow_other=…)`` starts a mount; all are removed afterwards."""
-    mounts: list[Mount] = []
-
-    def start(**kwargs: Any) -> Mount:
-        m = Mount(base, **kwargs)
-        mounts.append(m)
-        return m
-
-    try:
+    with started(functools.partial(Mount, base)) as start:
         yield start
-    finally:
-        for m in mounts:
-            m.cleanup()
 
 
 # ---- reading traces and reports --------------------------------------------------
