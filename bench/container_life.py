@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from container_fuse import PATIO, Mount
+from container_fuse import Mount
 
 MIB = 1 << 20
 # A container's files besides its log sets: marker, truncation log, two lock files.
@@ -228,7 +228,7 @@ def main() -> None:
     if args.patio:
         if not os.access(args.patio, os.X_OK):
             parser.error(f"--patio {args.patio}: not an executable")
-        PATIO.append(str(args.patio))
+        os.environ["PATIO_BIN"] = str(args.patio.resolve())
     load_before = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory(prefix="patio-life-", dir=os.environ.get("PATIO_BENCH_DIR")) as t:

@@ -106,12 +106,21 @@ def index_logs(container: Path) -> list[str]:
 
 STRIDED_WRITER = textwrap.dedent(
     """
-    import os, struct, sys
-    path, rank, procs, blocks, bs = sys.argv[1], *map(int, sys.argv[2:])
+    import os, struct, sys, time
+    path, rank, procs, blocks, bs = sys.argv[1], *map(int, sys.argv[2:6])
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     for i in range(blocks):
         block = struct.pack("<II", rank, i) * (bs // 8)
         assert os.pwrite(fd, block, (i * procs + rank) * bs) == bs
+    if len(sys.argv) > 6:
+        # Barrier: every process keeps the file open until all have written, so each
+        # writes its own log set (a writer that starts after another ended takes over
+        # the ended one's logs).
+        barrier = sys.argv[6]
+        open(os.path.join(barrier, str(rank)), "w").close()
+        deadline = time.monotonic() + 60
+        while len(os.listdir(barrier)) < procs and time.monotonic() < deadline:
+            time.sleep(0.01)
     os.close(fd)
     """
 )
@@ -133,6 +142,8 @@ def test_processes_write_interleaved_strided_blocks(mount: Any, base: Path, inde
     m = mount("--index", index, "--no-compact")
     procs, blocks = 4, 96
     path = m.mnt / "shared.dat"
+    barrier = base / "barrier"
+    barrier.mkdir()
     writers = [
         subprocess.Popen(
             [
@@ -144,6 +155,7 @@ def test_processes_write_interleaved_strided_blocks(mount: Any, base: Path, inde
                 str(procs),
                 str(blocks),
                 str(BLOCK),
+                str(barrier),
             ]
         )
         for r in range(procs)

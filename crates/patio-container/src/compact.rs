@@ -253,7 +253,10 @@ fn run(
         || prunable
         || sources.iter().any(empty)
         || single_has_dead(dir, &sources, &truncations.0);
-    if !worth {
+    // A lone log set that others write on after (a reused writer's logs) may still
+    // hold bytes overwritten since: it is worth rewriting when its live bytes are
+    // fewer than its data log's, which only its index can tell.
+    if !worth && sources.is_empty() {
         return Ok(());
     }
     // Logs without a record hold nothing (and may be a writer's that is claiming its
@@ -265,6 +268,16 @@ fn run(
     }
     let reader = Reader::from_logs_with(dir, logs, truncations.clone())?;
     let live = merge_keys(live_extents(&reader), oldest_kept_key(dir, &sources)?);
+    if !worth {
+        let live_bytes: u64 = live.values().flatten().map(|r| r.1).sum();
+        let data_bytes: u64 = sources
+            .iter()
+            .map(|n| file_len(&layout::data_path(dir, n)))
+            .sum();
+        if live_bytes >= data_bytes {
+            return Ok(());
+        }
+    }
     out.sources = sources.len() as u64;
     for name in &sources {
         out.bytes_before +=
@@ -415,7 +428,7 @@ fn live_extents(reader: &Reader) -> Live {
     let size = reader.size();
     let mut x = 0u64;
     while x < size {
-        match reader.index().lookup(x) {
+        match reader.lookup(x) {
             Lookup::Data {
                 chunk,
                 physical,

@@ -31,7 +31,7 @@ const MARKER_VERSION: u16 = 1;
 pub const INDEX_MAGIC: &[u8; 4] = b"PIDX";
 pub const INDEX_VERSION: u16 = 1;
 const META_MAGIC: &[u8; 4] = b"PMET";
-const META_VERSION: u16 = 2;
+const META_VERSION: u16 = 3;
 pub const TRUNCATES: &str = "truncates";
 const TRUNC_MAGIC: &[u8; 4] = b"PTRN";
 const TRUNC_VERSION: u16 = 1;
@@ -322,11 +322,29 @@ pub struct WriterMeta {
     /// Every truncation with a key up to this one is already applied to the writer's
     /// records (a compacted log set); 0 for a writer's own logs. Version 2.
     pub clipped: u64,
+    /// Every truncation with a key up to this one is applied to `end` (not to the
+    /// records): a writer that lives on across a truncation, or reuses an ended
+    /// writer's logs, keeps `stat` exact without reading the index. Version 3.
+    pub end_at: u64,
+}
+
+impl WriterMeta {
+    /// Whether `end` accounts for the truncation keyed `key` (the records are clipped
+    /// by it, or the end was cut when it happened).
+    pub fn end_applies(&self, key: u64) -> bool {
+        self.clipped >= key || self.end_at >= key
+    }
+
+    /// Cuts `end` to the truncation `t`, ordered after every record of the writer.
+    pub fn apply_truncation(&mut self, t: Truncation) {
+        self.end = self.end.min(t.size);
+        self.end_at = self.end_at.max(t.key);
+    }
 }
 
 impl WriterMeta {
     fn encode(&self) -> Vec<u8> {
-        let mut p = Vec::with_capacity(48);
+        let mut p = Vec::with_capacity(56);
         for v in [
             self.first_key,
             self.last_key,
@@ -334,6 +352,7 @@ impl WriterMeta {
             self.writes,
             self.bytes,
             self.clipped,
+            self.end_at,
         ] {
             p.extend_from_slice(&v.to_le_bytes());
         }
@@ -369,6 +388,7 @@ impl WriterMeta {
             writes: c.u64_le().ok()?,
             bytes: c.u64_le().ok()?,
             clipped: if version >= 2 { c.u64_le().ok()? } else { 0 },
+            end_at: if version >= 3 { c.u64_le().ok()? } else { 0 },
         })
     }
 }

@@ -13,6 +13,7 @@
 //! | [`segments`] | one writer's records as strided segments and loose writes |
 //! | [`global`] | the merge of all writers into one [`GlobalIndex`] (tiles + pattern map) |
 //! | [`reader`] | the [`Reader`]: parallel index load, `read_at`, split loads for MPI |
+//! | `delta` | what a refresh applies over a reader's merged index, in memory |
 //! | [`tools`] | `stat` without an index read, truncate, remove, check, flatten |
 //! | [`compact`] | compaction: ended writers' live data into one log set, crash-safely |
 //!
@@ -20,6 +21,7 @@
 //! mount and the Python bindings use patio-container.
 
 pub mod compact;
+mod delta;
 pub mod error;
 pub mod global;
 pub mod layout;

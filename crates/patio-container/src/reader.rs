@@ -8,6 +8,7 @@
 //! [`unpack_logs`]) and every rank builds the same reader from all of them
 //! ([`Reader::from_logs`]) without touching the other ranks' files.
 
+use crate::delta::Delta;
 use crate::error::{ContainerError, Result};
 use crate::global::{GlobalIndex, IndexStats};
 use crate::layout::{self, Damage, IndexMode, INDEX_MAGIC, INDEX_VERSION, LOG_HEADER};
@@ -18,7 +19,7 @@ use patio_core::{Detector, Lookup};
 use std::fs::{self, File};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// One writer's index log as read: the intact bytes and what was wrong after them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,8 +75,17 @@ pub struct Reader {
     mode: IndexMode,
     /// Writers in chunk order.
     writers: Vec<WriterLog>,
-    data: Vec<OnceLock<File>>,
-    index: GlobalIndex,
+    /// The writers' data logs, opened once (shared with the readers refreshed from
+    /// this one while the writers stay the same).
+    data: Arc<[OnceLock<File>]>,
+    /// The merged index of every record when the reader was built…
+    index: Arc<GlobalIndex>,
+    /// …and what a refresh applied over it since (crate::delta).
+    delta: Delta,
+    /// The truncations applied (the merged index's, then the delta's).
+    truncations: Vec<layout::Truncation>,
+    /// The newest record or truncation key applied.
+    newest_key: u64,
     stats: ContainerStats,
     damage: Vec<Damage>,
 }
@@ -147,6 +157,11 @@ impl Reader {
             };
             damage.extend(d);
             writers.push(w);
+        }
+        if let Some(prev) = prev {
+            if let Some(r) = Self::extend(prev, &mut writers, &damage, &truncations) {
+                return Ok(Some(r));
+            }
         }
         let reader = Self::build(dir, writers, damage, truncations)?;
         for (chunk, w) in reader.writers.iter().enumerate() {
@@ -243,19 +258,171 @@ impl Reader {
             damaged_logs: damage.len() as u64,
         };
         let data = (0..writers.len()).map(|_| OnceLock::new()).collect();
+        let newest_key = writers
+            .iter()
+            .filter_map(|w| w.records.last())
+            .map(|r| r.key)
+            .chain(truncations.last().map(|t| t.key))
+            .max()
+            .unwrap_or(0);
         Ok(Reader {
             dir: dir.to_path_buf(),
             mode,
             writers,
             data,
-            index,
+            delta: Delta::new(index.size()),
+            index: Arc::new(index),
+            truncations,
+            newest_key,
             stats,
             damage,
         })
     }
 
+    /// `prev` refreshed incrementally ([`Reader::extended`]) when nothing but newer
+    /// records and truncations were appended since it was built: the same logs (the
+    /// same files, read cleanly), `prev`'s truncations followed by new ones, and
+    /// every new key after `prev`'s newest. `None` otherwise; `writers` (in listing
+    /// order) is then left for a full build.
+    fn extend(
+        prev: &Reader,
+        writers: &mut Vec<WriterLog>,
+        damage: &[Damage],
+        truncations: &(Vec<layout::Truncation>, Vec<Damage>),
+    ) -> Option<Self> {
+        let (ts, t_damage) = truncations;
+        if !damage.is_empty()
+            || !t_damage.is_empty()
+            || writers.len() != prev.writers.len()
+            || ts.len() < prev.truncations.len()
+            || ts[..prev.truncations.len()] != prev.truncations[..]
+            || ts[prev.truncations.len()..]
+                .iter()
+                .any(|t| t.key <= prev.newest_key)
+        {
+            return None;
+        }
+        let same = |new: &WriterLog, old: &WriterLog| {
+            new.clean
+                && new.file.is_some()
+                && new.file == old.file
+                && new.records.len() >= old.records.len()
+                && first_offset(new) == first_offset(old)
+                && new.records[old.records.len()..]
+                    .iter()
+                    .all(|r| r.key > prev.newest_key)
+        };
+        let mut by_name: std::collections::HashMap<&str, usize> = writers
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (w.name.as_str(), i))
+            .collect();
+        let mut order = Vec::with_capacity(writers.len());
+        for old in &prev.writers {
+            let i = by_name.remove(old.name.as_str())?;
+            if !same(&writers[i], old) {
+                return None;
+            }
+            order.push(i);
+        }
+        let mut taken: Vec<Option<WriterLog>> =
+            std::mem::take(writers).into_iter().map(Some).collect();
+        let ordered: Vec<WriterLog> = order
+            .iter()
+            .map(|&i| taken[i].take().expect("each once"))
+            .collect();
+        match Self::extended(prev, ordered, ts.clone()) {
+            Ok(r) => Some(r),
+            Err(ordered) => {
+                *writers = ordered;
+                None
+            }
+        }
+    }
+
+    /// The reader `prev` with `writers` (the same logs in the same chunk order, each
+    /// grown by records keyed after everything `prev` applied) and `truncations`
+    /// (`prev`'s followed by newer ones): the new records and truncations applied to
+    /// its delta in key order, the merged index and data logs shared. The writers
+    /// back when the delta would grow past its limit (the caller builds anew).
+    fn extended(
+        prev: &Reader,
+        writers: Vec<WriterLog>,
+        truncations: Vec<layout::Truncation>,
+    ) -> std::result::Result<Self, Vec<WriterLog>> {
+        // New writes as (key, chunk, position, entry), then truncations by key.
+        let new_records = || {
+            writers
+                .iter()
+                .zip(&prev.writers)
+                .enumerate()
+                .flat_map(|(chunk, (w, old))| {
+                    w.records[old.records.len()..]
+                        .iter()
+                        .map(move |r| (chunk, r))
+                })
+        };
+        let entries: u64 = new_records().map(|(_, r)| r.columns.len()).sum();
+        if prev.delta.len() as u64 + entries > Delta::LIMIT as u64 {
+            return Err(writers);
+        }
+        let mut writes: Vec<(u64, usize, u64, IndexEntry)> = Vec::with_capacity(entries as usize);
+        for (chunk, r) in new_records() {
+            for i in 0..r.columns.len() {
+                writes.push((r.key, chunk, i, r.columns.get(i)));
+            }
+        }
+        writes.sort_unstable_by_key(|&(key, chunk, i, _)| (key, chunk, i));
+        let new_truncations = &truncations[prev.truncations.len()..];
+        let mut delta = prev.delta.clone();
+        let mut cuts = new_truncations.iter().peekable();
+        let mut newest_key = prev.newest_key;
+        for (key, chunk, _, e) in writes {
+            while let Some(t) = cuts.next_if(|t| t.key < key) {
+                delta.truncate(t.size);
+            }
+            delta.write(e.logical, e.length, chunk as u64, e.physical);
+            newest_key = newest_key.max(key);
+        }
+        for t in cuts {
+            delta.truncate(t.size);
+        }
+        if let Some(t) = new_truncations.last() {
+            newest_key = newest_key.max(t.key);
+        }
+        let count =
+            |f: fn(&Record) -> u64| -> u64 { writers.iter().flat_map(|w| &w.records).map(f).sum() };
+        let stats = ContainerStats {
+            size: delta.size(),
+            records: writers.iter().map(|w| w.records.len() as u64).sum(),
+            writes: count(|r| r.writes),
+            raw_entries: count(|r| r.columns.len()),
+            index_disk_bytes: writers.iter().map(|w| w.disk_bytes).sum(),
+            ..prev.stats.clone()
+        };
+        Ok(Reader {
+            dir: prev.dir.clone(),
+            mode: prev.mode,
+            writers,
+            data: prev.data.clone(),
+            index: prev.index.clone(),
+            delta,
+            truncations,
+            newest_key,
+            stats,
+            damage: Vec::new(),
+        })
+    }
+
     pub fn size(&self) -> u64 {
-        self.index.size()
+        self.delta.size()
+    }
+
+    /// What is at logical offset `x` (holes and unmapped ranges as in patio-core;
+    /// the caller applies the file size): the merged index with what a refresh
+    /// applied over it.
+    pub fn lookup(&self, x: u64) -> Lookup {
+        self.delta.lookup(x, |y| self.index.lookup(y))
     }
 
     /// The container's directory.
@@ -276,6 +443,8 @@ impl Reader {
         &self.damage
     }
 
+    /// The merged index as built: a reader from [`Reader::refresh`] may hold newer
+    /// changes over it; [`Reader::lookup`] sees both.
     pub fn index(&self) -> &GlobalIndex {
         &self.index
     }
@@ -341,7 +510,7 @@ impl Reader {
             let end = o + l;
             while x < end {
                 let left = end - x;
-                let n = match self.index.lookup(x) {
+                let n = match self.lookup(x) {
                     Lookup::Data {
                         chunk,
                         physical,
@@ -538,15 +707,24 @@ fn decode_log(path: &Path, bytes: &[u8]) -> (Vec<Record>, Vec<Damage>) {
     (records, damage)
 }
 
+/// Index logs a thread of [`parallel_map`] takes at least.
+const PER_THREAD_MIN: usize = 8;
+
 /// Runs `f` over `items` on a few threads, keeping the order; the first error wins.
 fn parallel_map<T: Sync, R: Send>(
     items: &[T],
     f: impl Fn(&T) -> Result<R> + Sync,
 ) -> Result<Vec<R>> {
-    let threads = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
+    // Asking for the parallelism reads cgroup files: once per process.
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    // A few logs (a small file's) are read faster than threads start.
+    let threads = cores
         .clamp(1, 16)
-        .min(items.len().max(1));
+        .min(items.len().div_ceil(PER_THREAD_MIN).max(1));
+    if threads == 1 {
+        return items.iter().map(f).collect();
+    }
     let per = items.len().div_ceil(threads).max(1);
     let f = &f;
     let parts: Vec<Result<Vec<R>>> = std::thread::scope(|s| {

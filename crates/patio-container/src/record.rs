@@ -143,6 +143,13 @@ pub fn encode(
     out
 }
 
+/// The key of a record payload without decoding the rest (`None`: too short).
+pub fn key_of(payload: &[u8]) -> Option<u64> {
+    payload
+        .get(1..9)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+}
+
 /// Decodes and validates one record payload found at byte `at` of `path`.
 pub fn decode(path: &Path, at: usize, payload: &[u8]) -> Result<Record> {
     let fail = |e: patio_core::CoreError| ContainerError::in_file(path, e);

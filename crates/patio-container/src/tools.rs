@@ -67,7 +67,7 @@ pub fn stat(dir: &Path) -> Result<QuickStat> {
         mtime = mtime.max(meta.last_key);
         match last {
             Some(t) if meta.last_key < t.key => {}
-            Some(t) if meta.first_key <= t.key && meta.clipped < t.key => exact = false,
+            Some(t) if meta.first_key <= t.key && !meta.end_applies(t.key) => exact = false,
             _ => size = size.max(meta.end),
         }
     }
@@ -85,26 +85,26 @@ pub fn stat(dir: &Path) -> Result<QuickStat> {
 /// Truncates (or extends with a hole) the logical file to `size`. Ordered after
 /// every write flushed before the call; the caller flushes its own writers first.
 pub fn truncate(dir: &Path, size: u64) -> Result<()> {
-    truncate_with(dir, size, true)
+    layout::read_marker(dir)?;
+    truncate_with(dir, size, true, 0).map(|_| ())
 }
 
 /// [`truncate`], durable on return only with `sync` (without it the record survives
-/// the process being killed, not the machine crashing, until [`sync`]).
-pub fn truncate_with(dir: &Path, size: u64, sync: bool) -> Result<()> {
-    layout::read_marker(dir)?;
+/// the process being killed, not the machine crashing, until [`sync`]), keyed after
+/// `after` (the newest record key the caller knows of), in `dir`, which the caller
+/// knows to be a container; returns the truncation record.
+pub fn truncate_with(dir: &Path, size: u64, sync: bool, after: u64) -> Result<layout::Truncation> {
     if size > i64::MAX as u64 {
         return Err(ContainerError::Invalid(format!(
             "size {size} is beyond 2^63-1"
         )));
     }
-    layout::append_truncation(
-        dir,
-        layout::Truncation {
-            key: layout::now_ns(),
-            size,
-        },
-        sync,
-    )
+    let t = layout::Truncation {
+        key: layout::now_ns().max(after.saturating_add(1)),
+        size,
+    };
+    layout::append_truncation(dir, t, sync)?;
+    Ok(t)
 }
 
 /// Makes everything written to the container so far durable: syncs every file in
@@ -286,10 +286,10 @@ pub struct Flattened {
 
 /// Data bytes (not holes) of the logical file, by walking the index.
 fn mapped_bytes(reader: &Reader) -> u64 {
-    let (size, index) = (reader.size(), reader.index());
+    let size = reader.size();
     let (mut x, mut bytes) = (0u64, 0u64);
     while x < size {
-        match index.lookup(x) {
+        match reader.lookup(x) {
             patio_core::Lookup::Data { len, .. } => {
                 let n = len.min(size - x);
                 bytes += n;
@@ -400,7 +400,7 @@ fn write_sparse(
     let mut buf = vec![0u8; 8 << 20];
     let (mut x, mut done) = (0u64, 0u64);
     while x < size {
-        match reader.index().lookup(x) {
+        match reader.lookup(x) {
             patio_core::Lookup::Data { len, .. } => {
                 let n = len.min(size - x).min(buf.len() as u64) as usize;
                 let got = reader.read_at(&mut buf[..n], x)?;

@@ -12,8 +12,10 @@
 //! `fsync` and unmount through [`crate::tools::sync`]) does not sync at all; after a
 //! machine crash its records may outlive data they refer to, which reads as zeros.
 //!
-//! A writer holds a shared `flock` on its index log while it lives: compaction
-//! (crate::compact) takes only logs it can lock exclusively, the logs of ended writers.
+//! A writer holds a `flock` on its index log while it lives — shared on a log it
+//! created, exclusive on an ended writer's log it took over ([`Writer::reuse`]):
+//! compaction (crate::compact) takes only logs it can lock exclusively, the logs of
+//! ended writers.
 
 use crate::error::{ContainerError, Result};
 use crate::layout::{self, IndexMode, Truncation, WriterMeta};
@@ -95,6 +97,143 @@ impl Writer {
             dir_synced: false,
         };
         Ok(writer)
+    }
+
+    /// Takes over the logs of an ended writer of the container at `dir` — one whose
+    /// index log nobody holds a lock on, whose data log is at most `max_data` bytes
+    /// (the smallest such), with a readable meta file and an index log that ends on a
+    /// whole record — and appends to them; `None` when there is none. A process that
+    /// opens a file again and again (appending to a log, rewriting a small file) so
+    /// leaves one log set instead of one per open. The meta file's end is cut to the
+    /// truncations since the logs' last record, so `stat` stays exact.
+    pub fn reuse(dir: &Path, max_data: u64) -> Result<Option<Self>> {
+        let mode = layout::read_marker(dir)?;
+        crate::compact::recover(dir)?;
+        let mut candidates: Vec<(u64, String)> = Vec::new();
+        for name in layout::list_writers(dir)? {
+            let len = std::fs::metadata(layout::data_path(dir, &name)).map_or(0, |m| m.len());
+            if len <= max_data {
+                candidates.push((len, name));
+            }
+        }
+        candidates.sort();
+        for (_, name) in candidates {
+            if let Some(w) = Self::take_over(dir, mode, &name)? {
+                return Ok(Some(w));
+            }
+        }
+        Ok(None)
+    }
+
+    /// [`Writer::reuse`] of the logs of writer `name`, `None` when they are in use,
+    /// gone or not clean.
+    fn take_over(dir: &Path, mode: IndexMode, name: &str) -> Result<Option<Self>> {
+        use std::os::unix::fs::MetadataExt;
+        let index_path = layout::index_path(dir, name);
+        if layout::not_a_log(&index_path).is_some() {
+            return Ok(None);
+        }
+        let mut index = match OpenOptions::new().read(true).append(true).open(&index_path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(ContainerError::io(&index_path, e)),
+        };
+        if !layout::flock(&index, layout::LockKind::TryExclusive)
+            .map_err(|e| ContainerError::io(&index_path, e))?
+        {
+            return Ok(None);
+        }
+        // A compaction may have removed the log between the listing and the lock.
+        let ours = index
+            .metadata()
+            .map_err(|e| ContainerError::io(&index_path, e))?;
+        match std::fs::metadata(&index_path) {
+            Ok(m) if m.ino() == ours.ino() && m.dev() == ours.dev() => {}
+            _ => return Ok(None),
+        }
+        let Some(mut meta) = WriterMeta::read(&layout::meta_path(dir, name)) else {
+            return Ok(None);
+        };
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut index, &mut bytes)
+            .map_err(|e| ContainerError::io(&index_path, e))?;
+        if layout::check_log_header(
+            &index_path,
+            &bytes,
+            layout::INDEX_MAGIC,
+            layout::INDEX_VERSION,
+        )
+        .is_err()
+        {
+            return Ok(None);
+        }
+        let (frames, damage) =
+            patio_core::codec::read_frames(&bytes[layout::LOG_HEADER..], layout::LOG_HEADER);
+        // A torn or damaged tail (what is appended after it would not be read), or a
+        // meta file that lags the index (a writer killed between the two): left alone.
+        let last_key = frames.last().map_or(Some(0), |(_, p)| record::key_of(p));
+        if damage.is_some() || last_key != Some(meta.last_key) {
+            return Ok(None);
+        }
+        let data_path = layout::data_path(dir, name);
+        let data = match OpenOptions::new().read(true).write(true).open(&data_path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(ContainerError::io(&data_path, e)),
+        };
+        let data_len = data
+            .metadata()
+            .map_err(|e| ContainerError::io(&data_path, e))?
+            .len();
+        let (truncations, _) = layout::read_truncations(dir)?;
+        if let Some(&t) = truncations.last() {
+            // Every record is older than the truncations since the last one; the
+            // newest cuts at most as much as any of them and holds the size.
+            if meta.last_key < t.key {
+                meta.apply_truncation(t);
+            }
+        }
+        let writer = Writer {
+            dir: dir.to_path_buf(),
+            name: name.to_string(),
+            mode,
+            detector: Detector::default(),
+            data,
+            index,
+            data_len,
+            buffer: Vec::new(),
+            buffered_writes: 0,
+            buffer_limit: DEFAULT_INDEX_BUFFER,
+            meta,
+            failed: None,
+            closed: false,
+            sync_on_flush: true,
+            dir_synced: true,
+        };
+        writer.write_meta()?;
+        Ok(Some(writer))
+    }
+
+    /// Bytes in the writer's data log (written by it and, for a writer that took over
+    /// ended logs, before it).
+    pub fn data_len(&self) -> u64 {
+        self.data_len
+    }
+
+    /// Notes the truncation `t`, which someone appended after this writer's last
+    /// record (its buffer empty: published first), so that its meta file's end stays
+    /// exact while it writes on.
+    pub fn note_truncation(&mut self, t: Truncation) -> Result<()> {
+        self.usable()?;
+        if !self.buffer.is_empty() || t.key <= self.meta.last_key {
+            return Err(ContainerError::Invalid(format!(
+                "{}: writer {}: a truncation must follow the writer's last record",
+                self.dir.display(),
+                self.name
+            )));
+        }
+        self.meta.apply_truncation(t);
+        self.write_meta()
     }
 
     /// Index entries to buffer before writing a record (at least 1).
@@ -236,7 +375,7 @@ impl Writer {
         if self.meta.first_key == 0 {
             self.meta.first_key = key;
         }
-        self.meta.end = self.meta.end.min(size);
+        self.meta.apply_truncation(Truncation { key, size });
         self.write_meta()
     }
 

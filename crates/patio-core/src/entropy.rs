@@ -64,12 +64,14 @@ pub struct Packed {
     pub bytes: Vec<u8>,
 }
 
-fn lzma(raw: &[u8], preset: u32, (lc, lp, pb): (u32, u32, u32)) -> Option<Vec<u8>> {
+/// LZMA-codes `raw` with a dictionary of `dict` bytes (at least the block's length:
+/// every match stays inside the block, and the decoder sizes its own).
+fn lzma(raw: &[u8], preset: u32, (lc, lp, pb): (u32, u32, u32), dict: u32) -> Option<Vec<u8>> {
     let mut opts = xz2::stream::LzmaOptions::new_preset(preset).ok()?;
     opts.literal_context_bits(lc)
         .literal_position_bits(lp)
         .position_bits(pb)
-        .dict_size(DICT);
+        .dict_size(dict);
     let mut stream = xz2::stream::Stream::new_lzma_encoder(&opts).ok()?;
     let mut out = Vec::with_capacity(raw.len() + raw.len() / 2 + 64);
     match stream.process_vec(raw, &mut out, xz2::stream::Action::Finish) {
@@ -98,15 +100,39 @@ pub fn pack(raw: &[u8], effort: Effort) -> Packed {
         _ if raw.len() <= ZSTD_HIGH_MAX => (ZSTD_LEVEL, LZMA_PRESET, &LZMA_SETTINGS[..]),
         _ => (FAST_ZSTD_LEVEL, LZMA_PRESET, &LZMA_SETTINGS[..]),
     };
-    if let Ok(z) = zstd::bulk::compress(raw, zstd_level) {
+    // At the fast effort (a writer's flush, often of a small record) the encoder's
+    // set-up dominates: a dictionary of the block's size (the smallest liblzma takes
+    // is 4 KiB) and a zstd context kept per thread.
+    let (zstd_out, dict) = match effort {
+        Effort::Fast => (fast_zstd(raw), (raw.len() as u32).clamp(4096, DICT)),
+        _ => (zstd::bulk::compress(raw, zstd_level).ok(), DICT),
+    };
+    if let Some(z) = zstd_out {
         consider(CODEC_ZSTD, z);
     }
     for &(lc, lp, pb) in settings {
-        if let Some(bytes) = lzma(raw, preset, (lc, lp, pb)) {
+        if let Some(bytes) = lzma(raw, preset, (lc, lp, pb), dict) {
             consider(CODEC_LZMA + ((pb * 5 + lp) * 9 + lc) as u8, bytes);
         }
     }
     best
+}
+
+thread_local! {
+    /// One zstd coding context per thread at [`FAST_ZSTD_LEVEL`], for [`Effort::Fast`].
+    static FAST_ZSTD: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn fast_zstd(raw: &[u8]) -> Option<Vec<u8>> {
+    FAST_ZSTD.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let c = match cell.as_mut() {
+            Some(c) => c,
+            None => cell.insert(zstd::bulk::Compressor::new(FAST_ZSTD_LEVEL).ok()?),
+        };
+        c.compress(raw).ok()
+    })
 }
 
 thread_local! {

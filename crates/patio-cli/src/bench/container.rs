@@ -237,7 +237,7 @@ fn verify(reader: &Reader, writers: u64, n: u64) -> Result<()> {
         let x = rng.gen_range(0..size);
         let block = x / BLOCK;
         let expected_writer = block % writers;
-        match reader.index().lookup(x) {
+        match reader.lookup(x) {
             Lookup::Data {
                 chunk,
                 physical,

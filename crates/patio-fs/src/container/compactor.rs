@@ -6,7 +6,10 @@
 //! a compaction someone else runs is waited for). After a truncation to zero and
 //! at the release of a file's last open handle the file is *at rest*: its small logs
 //! are merged as soon as there are two, so a small file nobody has open is one log
-//! set, while an N-1 checkpoint's large per-process logs stay as written.
+//! set, while an N-1 checkpoint's large per-process logs stay as written. A file is
+//! at rest only when it stays so for [`REST`]: opening it again meanwhile leaves the
+//! thresholds alone to decide (a program that reopens a file again and again writes
+//! on the same logs, see `Writer::reuse`, and nothing is gained by merging between).
 //!
 //! Compaction takes only the logs of ended writers (writers still open hold a lock
 //! on theirs), so requests never wait for it; readers the mount has built keep
@@ -20,6 +23,18 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long a file must stay closed (or truncated to zero and not reopened) for the
+/// compaction at rest.
+pub(super) const REST: Duration = Duration::from_millis(100);
+
+/// A queued directory: whether the file is at rest, and since when.
+#[derive(Clone, Copy)]
+struct Queued {
+    at_rest: bool,
+    since: Instant,
+}
 
 /// What the worker did.
 #[derive(Default)]
@@ -37,8 +52,8 @@ pub(super) struct CompactionCounters {
 /// The queue and its worker thread (`None` when compaction is off).
 pub(super) struct Compactor {
     thresholds: Option<Thresholds>,
-    /// Queued directories → whether the file is at rest.
-    pending: Arc<Mutex<HashMap<PathBuf, bool>>>,
+    /// Queued directories.
+    pending: Arc<Mutex<HashMap<PathBuf, Queued>>>,
     tx: Mutex<Option<mpsc::Sender<PathBuf>>>,
     worker: Mutex<Option<JoinHandle<()>>>,
     pub(super) counters: Arc<CompactionCounters>,
@@ -51,7 +66,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Compactor {
     /// A compactor with `thresholds` (`None`: compaction off; no thread).
     pub(super) fn new(thresholds: Option<Thresholds>) -> Self {
-        let pending: Arc<Mutex<HashMap<PathBuf, bool>>> = Arc::default();
+        let pending: Arc<Mutex<HashMap<PathBuf, Queued>>> = Arc::default();
         let counters: Arc<CompactionCounters> = Arc::default();
         let (tx, worker) = match thresholds {
             Some(t) => {
@@ -61,10 +76,16 @@ impl Compactor {
                     .name("patio-compact".into())
                     .spawn(move || {
                         for dir in rx {
-                            let Some(force) = lock(&pending).remove(&dir) else {
+                            let Some(queued) = lock(&pending).get(&dir).copied() else {
                                 continue;
                             };
-                            run_one(&dir, force, &t, &counters);
+                            if queued.at_rest {
+                                std::thread::sleep(REST.saturating_sub(queued.since.elapsed()));
+                            }
+                            let Some(queued) = lock(&pending).remove(&dir) else {
+                                continue;
+                            };
+                            run_one(&dir, queued.at_rest, &t, &counters);
                         }
                     })
                     .ok();
@@ -91,11 +112,28 @@ impl Compactor {
         };
         let mut pending = lock(&self.pending);
         match pending.get_mut(dir) {
-            Some(f) => *f |= force,
+            Some(q) => {
+                if force && !q.at_rest {
+                    q.since = Instant::now();
+                }
+                q.at_rest |= force;
+            }
             None => {
-                pending.insert(dir.to_path_buf(), force);
+                let queued = Queued {
+                    at_rest: force,
+                    since: Instant::now(),
+                };
+                pending.insert(dir.to_path_buf(), queued);
                 let _ = tx.send(dir.to_path_buf());
             }
+        }
+    }
+
+    /// The file at `dir` was opened: it is not at rest (a queued compaction goes by
+    /// the thresholds alone).
+    pub(super) fn opened(&self, dir: &Path) {
+        if let Some(q) = lock(&self.pending).get_mut(dir) {
+            q.at_rest = false;
         }
     }
 

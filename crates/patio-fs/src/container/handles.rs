@@ -3,7 +3,7 @@
 //! unlinked container with its last handle) and closing everything left when the
 //! mount ends.
 
-use super::state::{FileState, Handle, Shared};
+use super::state::{FileState, Handle, Shared, RECENT_READERS};
 use super::ContainerSummary;
 use crate::fusekit::{lock, R};
 use crate::session::Ended;
@@ -37,6 +37,7 @@ impl Shared {
             pids: Mutex::new(if writable { vec![pid] } else { vec![] }),
             opener_writing,
         };
+        self.compactor.opened(&file.dir());
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.handles.insert(fh, handle);
         if writable && flags & libc::O_TRUNC != 0 {
@@ -95,6 +96,14 @@ impl Shared {
             let rel = f.loc().rel;
             if files.get(&rel).is_some_and(|kept| Arc::ptr_eq(kept, f)) {
                 files.remove(&rel);
+            }
+            if let Some((_, reader)) = &inner.reader {
+                let mut recent = lock(&self.recent_readers);
+                recent.retain(|r| r.dir() != reader.dir());
+                if recent.len() >= RECENT_READERS {
+                    recent.remove(0);
+                }
+                recent.push(reader.clone());
             }
         }
     }

@@ -1,7 +1,9 @@
 //! The container mount's data path: one writer per file and writing process (opened
-//! at its first write), publishing before reads, the cached reader rebuilt when the
-//! index changed, publishing flushes on close, `fsync` (the only sync besides unmount
-//! and compaction) and truncation (which closes every writer of the file first).
+//! at its first write, on an ended writer's logs when one is small enough),
+//! publishing before reads, the cached reader refreshed when the index changed,
+//! publishing flushes on close, `fsync` (the only sync besides unmount and
+//! compaction) and truncation (which publishes every writer of the file first, and
+//! lets them write on).
 
 use super::now_ns;
 use super::state::{FileState, Handle, Shared, Writing};
@@ -61,7 +63,12 @@ impl Shared {
         self.live()?;
         if g.writer.is_none() {
             let dir = h.file.dir();
-            let mut writer = Writer::open(&dir).map_err(|e| self.fail(&e))?;
+            // An ended writer's logs when there are some small enough, else new ones.
+            let mut writer = match Writer::reuse(&dir, self.reuse_limit) {
+                Ok(Some(w)) => w,
+                Ok(None) => Writer::open(&dir).map_err(|e| self.fail(&e))?,
+                Err(e) => return Err(self.fail(&e)),
+            };
             // Durability comes from fsync and unmount (`sync_file`, `finish`).
             writer.set_sync_on_flush(false);
             g.key_seen = writer.last_key();
@@ -118,14 +125,26 @@ impl Shared {
     }
 
     /// The file's reader, rebuilt when the index changed since it was built: from
-    /// the previous reader when there is one of the same container (only the index
-    /// bytes appended since, and new logs, are read), else from scratch.
+    /// the previous reader when there is one of the same container — the file's, or
+    /// the one it had when it was last closed ([`Reader::refresh`]: only the index
+    /// bytes appended since are read, and applied over its merged index when they
+    /// are all newer) — else from scratch.
     pub(super) fn reader_of(&self, f: &FileState) -> R<Arc<Reader>> {
         let mut inner = lock(&f.inner);
         let dir = f.dir();
+        let recent = || {
+            let mut recent = lock(&self.recent_readers);
+            let i = recent.iter().position(|r| r.dir() == dir)?;
+            Some(recent.remove(i))
+        };
         let r = match &inner.reader {
             Some((generation, r)) if *generation == inner.generation => return Ok(r.clone()),
             Some((_, r)) if r.dir() == dir => r.refresh(),
+            // A file opened again: the reader it had when it was last closed, if kept.
+            None => match recent() {
+                Some(r) => r.refresh(),
+                None => Reader::open(&dir),
+            },
             _ => Reader::open(&dir),
         };
         let r = Arc::new(r.map_err(|e| self.fail(&e))?);
@@ -227,26 +246,46 @@ impl Shared {
         tools::sync(&f.dir()).map_err(|e| self.fail(&e))
     }
 
-    /// Truncates (or extends) file `f` to `size`: closes its writers, then records
-    /// the truncation.
+    /// Truncates (or extends) file `f` to `size`: publishes its writers' writes (so
+    /// they are ordered before the truncation), records the truncation and lets the
+    /// writers write on — except writers whose data log passed the reuse limit, which
+    /// are closed so that compaction can reclaim what the truncation made dead.
     pub(super) fn truncate(&self, f: &FileState, size: u64) -> R<()> {
         let mut inner = lock(&f.inner);
-        let procs: Vec<_> = inner.procs.values().cloned().collect();
+        let mut procs: Vec<_> = inner.procs.values().cloned().collect();
+        procs.sort_by_key(|w| lock(w).dirty_since);
         let mut guards: Vec<_> = procs.iter().map(|w| lock(w)).collect();
+        let mut newest = 0u64;
         for g in guards.iter_mut() {
-            self.close_writer(g)?;
+            let Some(writer) = g.writer.as_mut() else {
+                continue;
+            };
+            // Closing publishes too, with no record after this one.
+            writer.publish().map_err(|e| self.fail(&e))?;
+            let (key, large) = (writer.last_key(), writer.data_len() > self.reuse_limit);
+            newest = newest.max(key);
+            g.key_seen = key;
+            g.dirty = false;
+            if large {
+                self.close_writer(g)?;
+            }
         }
         let dir = f.dir();
-        // Truncating to the size the file has (open(O_TRUNC) of an empty file) would
-        // only add a record.
-        if tools::stat(&dir).map_err(|e| self.fail(&e))?.size != size {
-            tools::truncate_with(&dir, size, false).map_err(|e| self.fail(&e))?;
+        // Truncating an empty file to zero (open(O_TRUNC) of an empty file) would only
+        // add a record.
+        if size != 0 || tools::stat(&dir).map_err(|e| self.fail(&e))?.size != 0 {
+            let t = tools::truncate_with(&dir, size, false, newest).map_err(|e| self.fail(&e))?;
+            for g in guards.iter_mut() {
+                if let Some(writer) = g.writer.as_mut() {
+                    writer.note_truncation(t).map_err(|e| self.fail(&e))?;
+                }
+            }
             self.counters.truncations.fetch_add(1, Ordering::Relaxed);
         }
+        f.unpublished.store(0, Ordering::Release);
         f.live_end.store(0, Ordering::Release);
         f.last_write_ns.store(now_ns(), Ordering::Release);
         inner.generation += 1;
-        inner.reader = None;
         self.compactor.request(&dir, size == 0);
         Ok(())
     }

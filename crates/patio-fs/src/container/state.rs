@@ -16,10 +16,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+/// Readers of closed files kept for their next open (see `Shared::recent_readers`).
+pub(super) const RECENT_READERS: usize = 16;
+
 /// One process's writer of one file.
 #[derive(Default)]
 pub(super) struct Writing {
-    /// Opened at the process's first write; `None` before it and after a truncation.
+    /// Opened at the process's first write; `None` before it and after the writer
+    /// was closed (its last handle released, or a truncation with a large log).
     pub(super) writer: Option<Writer>,
     /// Open handles this process has written through or opened for writing.
     pub(super) handles: usize,
@@ -147,6 +151,14 @@ pub(super) struct Shared {
     pub(super) counters: Counters,
     pub(super) finished: AtomicBool,
     pub(super) compactor: Compactor,
+    /// Readers of files nobody has open any more, newest last (at most
+    /// [`RECENT_READERS`]): a file opened again refreshes one instead of reading
+    /// every index log anew.
+    pub(super) recent_readers: Mutex<Vec<Arc<Reader>>>,
+    /// Writers take over ended writers' logs whose data log is at most this many
+    /// bytes, and a truncation closes the writers whose data log is larger (so that
+    /// compaction can reclaim them): the compaction's small-log threshold.
+    pub(super) reuse_limit: u64,
 }
 
 impl Shared {
@@ -172,6 +184,8 @@ impl Shared {
             counters: Counters::default(),
             finished: AtomicBool::new(false),
             compactor: Compactor::new(compaction),
+            reuse_limit: compaction.unwrap_or_default().small_log,
+            recent_readers: Mutex::new(Vec::new()),
         }
     }
 
