@@ -439,6 +439,34 @@ def test_tools(tmp_path: Path) -> None:
         pc.stat(path)
 
 
+def test_compact_keeps_the_bytes_and_leaves_open_writers_alone(tmp_path: Path) -> None:
+    path = tmp_path / "compact.patio"
+    model = bytearray()
+    for i in range(6):
+        with patio.Container(path, "a" if i else "w") as c:
+            data = payload(i, i * 3000, 5000)
+            c.write_at(i * 3000, data)
+            model[i * 3000 : i * 3000 + 5000] = data
+    pc.truncate(path, 12_000)
+    del model[12_000:]
+    before = len(pc.list_writers(path))
+    with patio.Container(path, "a") as live:
+        live.write_at(0, b"live")
+        live.flush()
+        model[0:4] = b"live"
+        report = live.compact()
+        assert report["active_writers"] == 1 and not report["busy"]
+        assert report["sources"] == before
+        assert report["live_bytes"] == 12_000 - 4 + 0  # "live" is the open writer's
+        assert report["bytes_after"] < report["bytes_before"]
+    assert pc.compact(path)["sources"] in (0, 2)
+    with patio.Container(path) as c:
+        assert c.read_at(len(model) + 10, 0) == bytes(model)
+    assert pc.check(path)["clean"]
+    with pytest.raises(pc.ContainerError):
+        pc.compact(tmp_path)
+
+
 def test_damaged_index_is_reported_not_raised(tmp_path: Path) -> None:
     path = tmp_path / "d.patio"
     with patio.Container(path, "w") as c:

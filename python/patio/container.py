@@ -51,6 +51,7 @@ from ._native import (
     ContainerReader,
     ContainerWriter,
     container_check,
+    container_compact,
     container_flatten,
     container_list_writers,
     container_remove,
@@ -69,6 +70,7 @@ __all__ = [
     "Container",
     "ContainerError",
     "check",
+    "compact",
     "flatten",
     "list_writers",
     "remove",
@@ -292,6 +294,12 @@ class Container:
         self._pending_end = 0
         return size
 
+    def compact(self, *, wait: bool = True) -> dict[str, Any]:
+        """:func:`compact` of this container: the logs of writers that ended are
+        rewritten (this object's own writer, while open, is left alone)."""
+        self._check()
+        return compact(self._path, wait=wait)
+
     # -- reads ---------------------------------------------------------------------------
 
     def read_at(self, n: int, offset: int) -> bytes:
@@ -459,6 +467,17 @@ def flatten(path: PathArg, out: PathArg, *, force: bool = False) -> int:
     its size. A damaged container raises :class:`ContainerError` unless ``force``
     (its lost writes would read as zeros)."""
     return int(container_flatten(path_arg(path), path_arg(out), bool(force)))
+
+
+def compact(path: PathArg, *, wait: bool = True) -> dict[str, Any]:
+    """Compacts the container: the logs of its *ended* writers (writers still open
+    are left alone) become one log set holding their live bytes, crash-safely; logs
+    with nothing live go. Waits for a compaction already running unless ``wait`` is
+    false (then ``busy`` is true and nothing was done). Returns ``{sources,
+    active_writers, new_log_set, live_bytes, records, bytes_before, bytes_after,
+    files_removed, truncations_dropped, recovered_files, busy}`` (``sources`` 0:
+    nothing to compact)."""
+    return dict(container_compact(path_arg(path), bool(wait)))
 
 
 def list_writers(path: PathArg) -> list[str]:

@@ -528,10 +528,11 @@ fn render_container(s: &ContainerSummary, mountpoint: &Path) -> String {
         (
             "reads",
             format!(
-                "{}, {} ({} index merges)",
+                "{}, {} ({} index loads, {} full merges)",
                 grouped(s.reads),
                 human_bytes(s.read_bytes),
-                grouped(s.reader_builds)
+                grouped(s.reader_builds),
+                grouped(s.reader_merges)
             ),
         ),
         ("truncations", grouped(s.truncations)),

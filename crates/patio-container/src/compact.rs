@@ -69,7 +69,7 @@ impl Default for Thresholds {
         Thresholds {
             max_logs: 8,
             dead_ratio: 2.0,
-            min_dead: 1 << 20,
+            min_dead: 4 << 20,
             small_log: 1 << 20,
         }
     }
@@ -109,11 +109,16 @@ pub struct Compacted {
     pub busy: bool,
 }
 
+/// Dead bytes beyond `dead_ratio` × the size a file at rest keeps (instead of
+/// `min_dead`): a few blocks of each log file.
+pub const AT_REST_DEAD: u64 = 64 << 10;
+
 /// What to compact in `dir` under `t` (from the writers' files alone): everything
-/// when the logs hold more than `dead_ratio` × the size + `min_dead` bytes (or an
-/// interrupted compaction left files); the small logs when there are more than
+/// when the logs hold more than `dead_ratio` × the size + `min_dead` bytes (at rest,
+/// [`AT_REST_DEAD`] at most) (or an interrupted compaction left files); the small logs when there are more than
 /// `max_logs` logs — or, `at_rest` (nobody has the file open, or it was truncated to
-/// zero), more than one — and at least two of them are small.
+/// zero), more than one — and at least two of them are small, or, at rest, when a
+/// small log's index is heavy (more than 16 KiB and a quarter of its data).
 pub fn plan(dir: &Path, t: &Thresholds, at_rest: bool) -> Result<Plan> {
     if has_leftovers(dir)? {
         return Ok(Plan::All);
@@ -123,18 +128,28 @@ pub fn plan(dir: &Path, t: &Thresholds, at_rest: bool) -> Result<Plan> {
         return Ok(Plan::Nothing);
     }
     let q = crate::tools::stat(dir)?;
-    // An empty file's logs are all dead: removing them copies nothing.
-    if q.size == 0 || q.disk_bytes as f64 > q.size as f64 * t.dead_ratio + t.min_dead as f64 {
+    // An empty file's logs are all dead: removing them copies nothing. A file at rest
+    // (nobody writing, so nothing copied now is overwritten next) tolerates only
+    // `AT_REST_DEAD` dead bytes beyond the ratio.
+    let tolerated = if at_rest {
+        t.min_dead.min(AT_REST_DEAD)
+    } else {
+        t.min_dead
+    };
+    if q.size == 0 || q.disk_bytes as f64 > q.size as f64 * t.dead_ratio + tolerated as f64 {
         return Ok(Plan::All);
     }
     let limit = if at_rest { 1 } else { t.max_logs };
-    let small = |names: &[String]| {
-        names
-            .iter()
-            .filter(|n| file_len(&layout::data_path(dir, n)) <= t.small_log)
-            .count()
-    };
-    Ok(if logs > limit && small(&layout::list_writers(dir)?) >= 2 {
+    let mut small = 0;
+    let mut heavy = false;
+    for name in layout::list_writers(dir)? {
+        let data = file_len(&layout::data_path(dir, &name));
+        if data <= t.small_log {
+            small += 1;
+            heavy |= index_heavy(file_len(&layout::index_path(dir, &name)), data);
+        }
+    }
+    Ok(if (logs > limit && small >= 2) || (at_rest && heavy) {
         Plan::SmallLogs(t.small_log)
     } else {
         Plan::Nothing
@@ -270,11 +285,11 @@ fn run(
     let live = merge_keys(live_extents(&reader), oldest_kept_key(dir, &sources)?);
     if !worth {
         let live_bytes: u64 = live.values().flatten().map(|r| r.1).sum();
-        let data_bytes: u64 = sources
-            .iter()
-            .map(|n| file_len(&layout::data_path(dir, n)))
-            .sum();
-        if live_bytes >= data_bytes {
+        let sum = |path: fn(&Path, &str) -> std::path::PathBuf| -> u64 {
+            sources.iter().map(|n| file_len(&path(dir, n))).sum()
+        };
+        let (data_bytes, index_bytes) = (sum(layout::data_path), sum(layout::index_path));
+        if live_bytes >= data_bytes && !index_heavy(index_bytes, data_bytes) {
             return Ok(());
         }
     }
@@ -337,6 +352,16 @@ fn run(
     out.writer = replaced.then_some(name);
     Ok(())
 }
+
+/// An index log worth rewriting for its own sake: one record per small append (a log
+/// file opened, appended to and closed again and again) leaves an index larger than
+/// a quarter of its data; compacted, it is a record or two.
+fn index_heavy(index_bytes: u64, data_bytes: u64) -> bool {
+    index_bytes > HEAVY_INDEX_MIN && index_bytes.saturating_mul(4) > data_bytes
+}
+
+/// Index bytes below which a log's index is never rewritten for its own sake.
+const HEAVY_INDEX_MIN: u64 = 16 << 10;
 
 /// A lone ended writer is rewritten only when a truncation it has not seen may have
 /// cut something of it.
@@ -529,6 +554,7 @@ fn write_set(
         meta.last_key = key;
     }
     out.live_bytes = physical;
+    meta.index_len = log.len() as u64;
     // 1. both logs durable under temporary names.
     index
         .write_all(&log)
@@ -656,15 +682,15 @@ fn decode_manifest(path: &Path, bytes: &[u8]) -> Result<(bool, Vec<String>)> {
 }
 
 fn has_leftovers(dir: &Path) -> Result<bool> {
-    for entry in fs::read_dir(dir).map_err(|e| ContainerError::io(dir, e))? {
-        let entry = entry.map_err(|e| ContainerError::io(dir, e))?;
-        let n = entry.file_name();
-        let n = n.to_string_lossy();
-        if n.starts_with(MANIFEST_PREFIX) || n.starts_with(TEMP_PREFIX) {
-            return Ok(true);
-        }
-    }
-    Ok(false)
+    Ok(writers_and_leftovers(dir)?.1)
+}
+
+/// The container's writers (sorted, as [`layout::list_writers`]) and whether an
+/// interrupted compaction left files, in one listing.
+pub(crate) fn writers_and_leftovers(dir: &Path) -> Result<(Vec<String>, bool)> {
+    layout::list_writers_and(dir, |n| {
+        n.starts_with(MANIFEST_PREFIX) || n.starts_with(TEMP_PREFIX)
+    })
 }
 
 /// Cleans what an interrupted compaction left (when no compaction is running and

@@ -294,19 +294,26 @@ pub fn orphan_data_logs(dir: &Path, writers: &[String]) -> Result<Vec<(PathBuf, 
 
 /// Every writer of the container (names, from the index logs present), sorted.
 pub fn list_writers(dir: &Path) -> Result<Vec<String>> {
+    Ok(list_writers_and(dir, |_| false)?.0)
+}
+
+/// [`list_writers`], and whether any other entry's name passes `other`, in one
+/// listing.
+pub fn list_writers_and(dir: &Path, other: impl Fn(&str) -> bool) -> Result<(Vec<String>, bool)> {
     let mut names = Vec::new();
+    let mut found = false;
     for entry in fs::read_dir(dir).map_err(|e| ContainerError::io(dir, e))? {
         let entry = entry.map_err(|e| ContainerError::io(dir, e))?;
-        if let Some(name) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.strip_prefix("index."))
-        {
-            names.push(name.to_string());
+        let Some(n) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        match n.strip_prefix("index.") {
+            Some(name) => names.push(name.to_string()),
+            None => found |= other(&n),
         }
     }
     names.sort();
-    Ok(names)
+    Ok((names, found))
 }
 
 /// A writer's summary: enough for `stat` without reading any index.
@@ -326,6 +333,9 @@ pub struct WriterMeta {
     /// records): a writer that lives on across a truncation, or reuses an ended
     /// writer's logs, keeps `stat` exact without reading the index. Version 3.
     pub end_at: u64,
+    /// Bytes of the index log up to the end of the last record (0: unknown): a log
+    /// of that length ends on a whole record, the one keyed `last_key`. Version 3.
+    pub index_len: u64,
 }
 
 impl WriterMeta {
@@ -344,7 +354,7 @@ impl WriterMeta {
 
 impl WriterMeta {
     fn encode(&self) -> Vec<u8> {
-        let mut p = Vec::with_capacity(56);
+        let mut p = Vec::with_capacity(64);
         for v in [
             self.first_key,
             self.last_key,
@@ -353,6 +363,7 @@ impl WriterMeta {
             self.bytes,
             self.clipped,
             self.end_at,
+            self.index_len,
         ] {
             p.extend_from_slice(&v.to_le_bytes());
         }
@@ -360,6 +371,13 @@ impl WriterMeta {
     }
 
     pub fn write(&self, path: &Path) -> Result<()> {
+        let (f, len) = Self::open_for_writing(path)?;
+        self.write_to(&f, len, path).map(|_| ())
+    }
+
+    /// The meta file at `path` opened (created if missing) for [`WriterMeta::write_to`],
+    /// with its length.
+    pub fn open_for_writing(path: &Path) -> Result<(File, u64)> {
         let f = OpenOptions::new()
             .write(true)
             .create(true)
@@ -367,12 +385,22 @@ impl WriterMeta {
             .mode(0o644)
             .open(path)
             .map_err(|e| ContainerError::io(path, e))?;
+        let len = f.metadata().map_err(|e| ContainerError::io(path, e))?.len();
+        Ok((f, len))
+    }
+
+    /// Writes the summary over the meta file `f` at `path`, `len` bytes long; returns
+    /// its length after.
+    pub fn write_to(&self, f: &File, len: u64, path: &Path) -> Result<u64> {
         let blob = self.encode();
         f.write_all_at(&blob, 0)
             .map_err(|e| ContainerError::io(path, e))?;
-        // A version-1 meta file was shorter: nothing stale may follow the blob.
-        f.set_len(blob.len() as u64)
-            .map_err(|e| ContainerError::io(path, e))
+        // A meta file of another version may be longer: nothing stale may follow.
+        if len > blob.len() as u64 {
+            f.set_len(blob.len() as u64)
+                .map_err(|e| ContainerError::io(path, e))?;
+        }
+        Ok(blob.len() as u64)
     }
 
     /// The meta file, or `None` when it is missing or damaged (then the index is
@@ -389,6 +417,7 @@ impl WriterMeta {
             bytes: c.u64_le().ok()?,
             clipped: if version >= 2 { c.u64_le().ok()? } else { 0 },
             end_at: if version >= 3 { c.u64_le().ok()? } else { 0 },
+            index_len: if version >= 3 { c.u64_le().ok()? } else { 0 },
         })
     }
 }

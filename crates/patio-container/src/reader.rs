@@ -32,11 +32,12 @@ pub struct LogBytes {
     pub damage: Vec<Damage>,
 }
 
-/// A writer's decoded records.
+/// A writer's decoded records (shared, so that a refreshed reader's copy of a log
+/// that grew costs no decoding and no copy of what was read before).
 #[derive(Clone, Debug)]
 struct WriterLog {
     name: String,
-    records: Vec<Record>,
+    records: Vec<Arc<Record>>,
     disk_bytes: u64,
     /// `(device, inode)` of the index log read, and whether all of it decoded: a
     /// [`Reader::refresh`] then reads only what was appended since.
@@ -60,6 +61,25 @@ pub struct ContainerStats {
 }
 
 impl ContainerStats {
+    /// The counts of the logs `writers` of a `mode` container of `size` bytes (no
+    /// merged index, no damage).
+    fn of_logs(mode: IndexMode, size: u64, writers: &[WriterLog]) -> Self {
+        let count = |f: fn(&Record) -> u64| -> u64 {
+            writers.iter().flat_map(|w| &w.records).map(|r| f(r)).sum()
+        };
+        ContainerStats {
+            mode,
+            size,
+            writers: writers.len() as u64,
+            records: writers.iter().map(|w| w.records.len() as u64).sum(),
+            writes: count(|r| r.writes),
+            raw_entries: count(|r| r.columns.len()),
+            index_disk_bytes: writers.iter().map(|w| w.disk_bytes).sum(),
+            index: IndexStats::default(),
+            damaged_logs: 0,
+        }
+    }
+
     /// Raw index bytes (24 per entry) over the index bytes on disk.
     pub fn compression_ratio(&self) -> f64 {
         if self.index_disk_bytes == 0 {
@@ -86,6 +106,11 @@ pub struct Reader {
     truncations: Vec<layout::Truncation>,
     /// The newest record or truncation key applied.
     newest_key: u64,
+    /// `(device, inode, length)` of the truncation log when it was read.
+    truncation_log: Option<(u64, u64, u64)>,
+    /// Whether every writer's records were merged for this reader (else a refresh
+    /// applied the newer ones over a previous reader's merged index).
+    merged_anew: bool,
     stats: ContainerStats,
     damage: Vec<Damage>,
 }
@@ -133,8 +158,20 @@ impl Reader {
     /// One attempt of [`Reader::open`] (or, from `prev`, of [`Reader::refresh`]);
     /// `None` when a log vanished under it.
     fn open_once(dir: &Path, prev: Option<&Reader>) -> Result<Option<Self>> {
-        layout::read_marker(dir)?;
-        let truncations = layout::read_truncations(dir)?;
+        // A refresh finds a container that went by its logs (and a full build reads
+        // the marker again).
+        if prev.is_none() {
+            layout::read_marker(dir)?;
+        }
+        // The truncation log only grows (or is replaced by a compaction's rewrite): the
+        // same file of the same length holds what `prev` read.
+        let truncation_log = file_identity(&dir.join(layout::TRUNCATES));
+        let truncations = match prev {
+            Some(p) if truncation_log.is_some() && p.truncation_log == truncation_log => {
+                (p.truncations.clone(), Vec::new())
+            }
+            _ => layout::read_truncations(dir)?,
+        };
         let names = layout::list_writers(dir)?;
         let known: std::collections::HashMap<&str, &WriterLog> = prev
             .into_iter()
@@ -159,11 +196,13 @@ impl Reader {
             writers.push(w);
         }
         if let Some(prev) = prev {
-            if let Some(r) = Self::extend(prev, &mut writers, &damage, &truncations) {
+            if let Some(mut r) = Self::extend(prev, &mut writers, &damage, &truncations) {
+                r.truncation_log = truncation_log;
                 return Ok(Some(r));
             }
         }
-        let reader = Self::build(dir, writers, damage, truncations)?;
+        let mut reader = Self::build(dir, writers, damage, truncations)?;
+        reader.truncation_log = truncation_log;
         for (chunk, w) in reader.writers.iter().enumerate() {
             let path = layout::data_path(dir, &w.name);
             match File::open(&path) {
@@ -205,7 +244,7 @@ impl Reader {
             damage.extend(more);
             writers.push(WriterLog {
                 name: log.writer,
-                records,
+                records: records.into_iter().map(Arc::new).collect(),
                 disk_bytes: log.disk_bytes,
                 file: None,
                 clean: false,
@@ -244,18 +283,10 @@ impl Reader {
             patterns,
             &Detector::default(),
         )?;
-        let count =
-            |f: fn(&Record) -> u64| -> u64 { writers.iter().flat_map(|w| &w.records).map(f).sum() };
         let stats = ContainerStats {
-            mode,
-            size: index.size(),
-            writers: writers.len() as u64,
-            records: writers.iter().map(|w| w.records.len() as u64).sum(),
-            writes: count(|r| r.writes),
-            raw_entries: count(|r| r.columns.len()),
-            index_disk_bytes: writers.iter().map(|w| w.disk_bytes).sum(),
             index: index_stats,
             damaged_logs: damage.len() as u64,
+            ..ContainerStats::of_logs(mode, index.size(), &writers)
         };
         let data = (0..writers.len()).map(|_| OnceLock::new()).collect();
         let newest_key = writers
@@ -274,6 +305,8 @@ impl Reader {
             index: Arc::new(index),
             truncations,
             newest_key,
+            truncation_log: None,
+            merged_anew: true,
             stats,
             damage,
         })
@@ -390,15 +423,10 @@ impl Reader {
         if let Some(t) = new_truncations.last() {
             newest_key = newest_key.max(t.key);
         }
-        let count =
-            |f: fn(&Record) -> u64| -> u64 { writers.iter().flat_map(|w| &w.records).map(f).sum() };
+        // The merged index's counts are of the reader built whole.
         let stats = ContainerStats {
-            size: delta.size(),
-            records: writers.iter().map(|w| w.records.len() as u64).sum(),
-            writes: count(|r| r.writes),
-            raw_entries: count(|r| r.columns.len()),
-            index_disk_bytes: writers.iter().map(|w| w.disk_bytes).sum(),
-            ..prev.stats.clone()
+            index: prev.stats.index.clone(),
+            ..ContainerStats::of_logs(prev.mode, delta.size(), &writers)
         };
         Ok(Reader {
             dir: prev.dir.clone(),
@@ -409,6 +437,8 @@ impl Reader {
             delta,
             truncations,
             newest_key,
+            truncation_log: None,
+            merged_anew: false,
             stats,
             damage: Vec::new(),
         })
@@ -416,6 +446,12 @@ impl Reader {
 
     pub fn size(&self) -> u64 {
         self.delta.size()
+    }
+
+    /// Whether every writer's records were merged for this reader ([`Reader::open`],
+    /// or a refresh that could not apply the changes over the previous reader).
+    pub fn merged_anew(&self) -> bool {
+        self.merged_anew
     }
 
     /// What is at logical offset `x` (holes and unmapped ranges as in patio-core;
@@ -753,6 +789,7 @@ fn load_log(dir: &Path, name: &str) -> Result<Option<(WriterLog, Vec<Damage>)>> 
         return Ok(None);
     };
     let (records, mut damage) = decode_log(&path, &bytes);
+    let records: Vec<Arc<Record>> = records.into_iter().map(Arc::new).collect();
     damage.extend(stray);
     let same = fs::metadata(&path).ok().map(|m| (m.dev(), m.ino())) == file;
     Ok(Some((
@@ -772,6 +809,12 @@ fn load_log(dir: &Path, name: &str) -> Result<Option<(WriterLog, Vec<Damage>)>> 
 fn extend_log(dir: &Path, old: &WriterLog) -> Result<Option<(WriterLog, Vec<Damage>)>> {
     use std::os::unix::fs::MetadataExt;
     let path = layout::index_path(dir, &old.name);
+    // Logs only grow: the same file of the same length is the log as read.
+    if let (Some((dev, ino, len)), Some(file)) = (file_identity(&path), old.file) {
+        if (dev, ino) == file && len == old.disk_bytes {
+            return Ok(Some((old.clone(), Vec::new())));
+        }
+    }
     let f = match File::open(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -799,7 +842,7 @@ fn extend_log(dir: &Path, old: &WriterLog) -> Result<Option<(WriterLog, Vec<Dama
     let (frames, err) = read_frames(&tail, base);
     for (at, payload) in frames {
         match record::decode(&path, at, payload) {
-            Ok(r) => records.push(r),
+            Ok(r) => records.push(Arc::new(r)),
             Err(e) => {
                 damage.push(Damage {
                     path: path.clone(),
@@ -826,6 +869,15 @@ fn extend_log(dir: &Path, old: &WriterLog) -> Result<Option<(WriterLog, Vec<Dama
         },
         damage,
     )))
+}
+
+/// `(device, inode, length)` of the regular file at `path` (`None`: not there).
+fn file_identity(path: &Path) -> Option<(u64, u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| (m.dev(), m.ino(), m.len()))
 }
 
 /// The bytes of an index log (`None` when it is gone: removed by a compaction); a

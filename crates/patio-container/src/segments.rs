@@ -130,7 +130,11 @@ fn push(segments: &mut Vec<Segment>, seg: Segment) {
 
 /// Splits one writer's records into segments and loose writes. With `patterns`
 /// false (raw-mode containers) every write is loose.
-pub fn split_writer(chunk: u32, records: &[Record], patterns: bool) -> (Vec<Segment>, Vec<Loose>) {
+pub fn split_writer<R: std::borrow::Borrow<Record>>(
+    chunk: u32,
+    records: &[R],
+    patterns: bool,
+) -> (Vec<Segment>, Vec<Loose>) {
     let mut segments: Vec<Segment> = Vec::new();
     let mut loose = Vec::new();
     let mut pos = 0u64;
@@ -146,6 +150,7 @@ pub fn split_writer(chunk: u32, records: &[Record], patterns: bool) -> (Vec<Segm
         keys: vec![(0, key)],
     };
     for record in records {
+        let record = record.borrow();
         let n = record.columns.len();
         match &record.columns {
             Columns::Pattern {

@@ -43,6 +43,10 @@ pub struct Writer {
     buffered_writes: u64,
     buffer_limit: usize,
     meta: WriterMeta,
+    /// The summary the meta file holds (`None`: not written by this writer yet).
+    meta_written: Option<WriterMeta>,
+    /// The meta file and its length, once this writer rewrote it.
+    meta_file: Option<(File, u64)>,
     /// Set when a write to the logs failed half way: the writer refuses more work
     /// rather than index data it may not have.
     failed: Option<String>,
@@ -91,6 +95,8 @@ impl Writer {
             buffered_writes: 0,
             buffer_limit: DEFAULT_INDEX_BUFFER,
             meta: WriterMeta::default(),
+            meta_written: None,
+            meta_file: None,
             failed: None,
             closed: false,
             sync_on_flush: true,
@@ -108,9 +114,15 @@ impl Writer {
     /// truncations since the logs' last record, so `stat` stays exact.
     pub fn reuse(dir: &Path, max_data: u64) -> Result<Option<Self>> {
         let mode = layout::read_marker(dir)?;
-        crate::compact::recover(dir)?;
+        let names = match crate::compact::writers_and_leftovers(dir)? {
+            (names, false) => names,
+            _ => {
+                crate::compact::recover(dir)?;
+                layout::list_writers(dir)?
+            }
+        };
         let mut candidates: Vec<(u64, String)> = Vec::new();
-        for name in layout::list_writers(dir)? {
+        for name in names {
             let len = std::fs::metadata(layout::data_path(dir, &name)).map_or(0, |m| m.len());
             if len <= max_data {
                 candidates.push((len, name));
@@ -151,28 +163,11 @@ impl Writer {
             Ok(m) if m.ino() == ours.ino() && m.dev() == ours.dev() => {}
             _ => return Ok(None),
         }
-        let Some(mut meta) = WriterMeta::read(&layout::meta_path(dir, name)) else {
+        let Some(on_disk) = WriterMeta::read(&layout::meta_path(dir, name)) else {
             return Ok(None);
         };
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut index, &mut bytes)
-            .map_err(|e| ContainerError::io(&index_path, e))?;
-        if layout::check_log_header(
-            &index_path,
-            &bytes,
-            layout::INDEX_MAGIC,
-            layout::INDEX_VERSION,
-        )
-        .is_err()
-        {
-            return Ok(None);
-        }
-        let (frames, damage) =
-            patio_core::codec::read_frames(&bytes[layout::LOG_HEADER..], layout::LOG_HEADER);
-        // A torn or damaged tail (what is appended after it would not be read), or a
-        // meta file that lags the index (a writer killed between the two): left alone.
-        let last_key = frames.last().map_or(Some(0), |(_, p)| record::key_of(p));
-        if damage.is_some() || last_key != Some(meta.last_key) {
+        let mut meta = on_disk;
+        if !ends_on_last_record(&mut index, &index_path, &mut meta)? {
             return Ok(None);
         }
         let data_path = layout::data_path(dir, name);
@@ -193,7 +188,7 @@ impl Writer {
                 meta.apply_truncation(t);
             }
         }
-        let writer = Writer {
+        let mut writer = Writer {
             dir: dir.to_path_buf(),
             name: name.to_string(),
             mode,
@@ -205,6 +200,8 @@ impl Writer {
             buffered_writes: 0,
             buffer_limit: DEFAULT_INDEX_BUFFER,
             meta,
+            meta_written: Some(on_disk),
+            meta_file: None,
             failed: None,
             closed: false,
             sync_on_flush: true,
@@ -427,6 +424,16 @@ impl Writer {
                 self.failed = Some(format!("index append failed: {e}"));
                 return Err(ContainerError::io(index_path, e));
             }
+            // A writer's first record (or one whose meta did not know the length):
+            // where the log ends now.
+            self.meta.index_len = match self.meta.index_len {
+                0 => self
+                    .index
+                    .metadata()
+                    .map_err(|e| ContainerError::io(&index_path, e))?
+                    .len(),
+                n => n + frame.len() as u64,
+            };
             self.buffer.clear();
             self.buffered_writes = 0;
             if self.meta.first_key == 0 {
@@ -446,8 +453,21 @@ impl Writer {
         self.write_meta()
     }
 
-    fn write_meta(&self) -> Result<()> {
-        self.meta.write(&layout::meta_path(&self.dir, &self.name))
+    /// Rewrites the meta file when the summary changed since it was last written
+    /// (kept open from the first rewrite on).
+    fn write_meta(&mut self) -> Result<()> {
+        if self.meta_written == Some(self.meta) {
+            return Ok(());
+        }
+        let path = layout::meta_path(&self.dir, &self.name);
+        let (file, len) = match self.meta_file.take() {
+            Some(open) => open,
+            None => WriterMeta::open_for_writing(&path)?,
+        };
+        let len = self.meta.write_to(&file, len, &path)?;
+        self.meta_file = Some((file, len));
+        self.meta_written = Some(self.meta);
+        Ok(())
     }
 }
 
@@ -479,6 +499,33 @@ fn claim_locked(dir: &Path) -> Result<(String, File)> {
             Err(e) => return Err(ContainerError::io(&path, e)),
         }
     }
+}
+
+/// Whether the index log `index` ends on a whole record keyed `meta.last_key`: what a
+/// writer taking it over appends after. With the length the meta file records,
+/// one `fstat`; without (a version-2 meta file), the log is read and its frames
+/// checked, and the length noted in `meta`. A torn or damaged tail (what is appended
+/// after it would not be read) or a meta file that lags the index (a writer killed
+/// between the two) fails.
+fn ends_on_last_record(index: &mut File, path: &Path, meta: &mut WriterMeta) -> Result<bool> {
+    let len = index
+        .metadata()
+        .map_err(|e| ContainerError::io(path, e))?
+        .len();
+    if meta.index_len != 0 {
+        let has_records = len > layout::LOG_HEADER as u64;
+        return Ok(len == meta.index_len && (meta.last_key != 0) == has_records);
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(index, &mut bytes).map_err(|e| ContainerError::io(path, e))?;
+    if layout::check_log_header(path, &bytes, layout::INDEX_MAGIC, layout::INDEX_VERSION).is_err() {
+        return Ok(false);
+    }
+    let (frames, damage) =
+        patio_core::codec::read_frames(&bytes[layout::LOG_HEADER..], layout::LOG_HEADER);
+    let last_key = frames.last().map_or(Some(0), |(_, p)| record::key_of(p));
+    meta.index_len = bytes.len() as u64;
+    Ok(damage.is_none() && last_key == Some(meta.last_key))
 }
 
 /// Refuses ranges that end beyond 2^63 - 1.

@@ -80,17 +80,21 @@ fn logs_in_use_too_large_or_torn_are_not_taken_over() {
     assert!(Writer::reuse(&dir, 1 << 20).unwrap().is_none(), "torn tail");
     bytes.truncate(bytes.len() - 6);
     std::fs::write(&index, &bytes).unwrap();
-    // A meta file that lags its index (killed between the record and the meta).
+    // A meta file that lags its index (a writer killed after appending a record,
+    // before rewriting its meta file).
     let meta = layout::meta_path(&dir, &name);
-    let good = std::fs::read(&meta).unwrap();
-    let mut stale = layout::WriterMeta::read(&meta).unwrap();
-    stale.last_key -= 1;
-    stale.write(&meta).unwrap();
+    let before = std::fs::read(&meta).unwrap();
+    let mut w = Writer::reuse(&dir, 1 << 20).unwrap().expect("whole");
+    w.write_at(100, &[2u8; 10]).unwrap();
+    w.publish().unwrap();
+    let after = std::fs::read(&meta).unwrap();
+    drop(w);
+    std::fs::write(&meta, &before).unwrap();
     assert!(
         Writer::reuse(&dir, 1 << 20).unwrap().is_none(),
         "stale meta"
     );
-    std::fs::write(&meta, good).unwrap();
+    std::fs::write(&meta, after).unwrap();
     assert!(
         Writer::reuse(&dir, 1 << 20).unwrap().is_some(),
         "whole again"

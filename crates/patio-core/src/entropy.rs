@@ -54,6 +54,10 @@ pub enum Effort {
     Fast,
 }
 
+/// Blocks shorter than this get no LZMA trial at [`Effort::Fast`] (a writer's
+/// flush of a few writes: the encoder's set-up would dominate).
+const FAST_LZMA_MIN: usize = 4096;
+
 /// zstd level and liblzma preset of [`Effort::Fast`].
 const FAST_ZSTD_LEVEL: i32 = 9;
 const FAST_LZMA_PRESET: u32 = 6;
@@ -96,6 +100,8 @@ pub fn pack(raw: &[u8], effort: Effort) -> Packed {
         }
     };
     let (zstd_level, preset, settings) = match effort {
+        // Setting up an LZMA encoder costs more than coding a small block: zstd alone.
+        Effort::Fast if raw.len() < FAST_LZMA_MIN => (FAST_ZSTD_LEVEL, FAST_LZMA_PRESET, &[][..]),
         Effort::Fast => (FAST_ZSTD_LEVEL, FAST_LZMA_PRESET, &LZMA_SETTINGS[..1]),
         _ if raw.len() <= ZSTD_HIGH_MAX => (ZSTD_LEVEL, LZMA_PRESET, &LZMA_SETTINGS[..]),
         _ => (FAST_ZSTD_LEVEL, LZMA_PRESET, &LZMA_SETTINGS[..]),

@@ -791,6 +791,33 @@ pub fn container_flatten(
         .map_err(|e| container_err(py, e))
 }
 
+/// Compacts the container (its ended writers' logs into one log set, crash-safely);
+/// waits for a compaction already running when `wait`. What it did, as a dict.
+#[pyfunction]
+pub fn container_compact<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    wait: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    check_container(&path)?;
+    let c = py
+        .allow_threads(|| patio_container::compact(&path, wait))
+        .map_err(|e| container_err(py, e))?;
+    let d = PyDict::new(py);
+    d.set_item("sources", c.sources)?;
+    d.set_item("active_writers", c.active)?;
+    d.set_item("new_log_set", c.writer)?;
+    d.set_item("live_bytes", c.live_bytes)?;
+    d.set_item("records", c.records)?;
+    d.set_item("bytes_before", c.bytes_before)?;
+    d.set_item("bytes_after", c.bytes_after)?;
+    d.set_item("files_removed", c.files_removed)?;
+    d.set_item("truncations_dropped", c.truncations_dropped)?;
+    d.set_item("recovered_files", c.recovered)?;
+    d.set_item("busy", c.busy)?;
+    Ok(d)
+}
+
 /// Registers the classes, functions and the exception.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ContainerError", m.py().get_type::<ContainerError>())?;
@@ -806,5 +833,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(container_remove, m)?)?;
     m.add_function(wrap_pyfunction!(container_check, m)?)?;
     m.add_function(wrap_pyfunction!(container_flatten, m)?)?;
+    m.add_function(wrap_pyfunction!(container_compact, m)?)?;
     Ok(())
 }

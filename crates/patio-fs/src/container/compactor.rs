@@ -3,13 +3,16 @@
 //! (`patio_container::plan`: everything when the logs are larger than `dead_ratio` ×
 //! the file plus `min_dead`; the small logs, data up to `small_log` bytes, when
 //! there are more than `max_logs`) and compacts (`patio_container::compact_planned`;
-//! a compaction someone else runs is waited for). After a truncation to zero and
-//! at the release of a file's last open handle the file is *at rest*: its small logs
-//! are merged as soon as there are two, so a small file nobody has open is one log
-//! set, while an N-1 checkpoint's large per-process logs stay as written. A file is
-//! at rest only when it stays so for [`REST`]: opening it again meanwhile leaves the
-//! thresholds alone to decide (a program that reopens a file again and again writes
-//! on the same logs, see `Writer::reuse`, and nothing is gained by merging between).
+//! a compaction someone else runs is waited for). A request waits [`SETTLE`] first,
+//! so a burst of truncations or closes of one file is planned once. After a
+//! truncation to zero and at the release of a file's last open handle the file is
+//! *at rest*: its small logs are merged as soon as there are two (or one whose index
+//! outweighs its data: a log appended to by one open and close after another), so a
+//! small file nobody has open is one compact log set, while an N-1 checkpoint's
+//! large per-process logs stay as written. A file is at rest only when it stays so
+//! for [`REST`]: opening it again meanwhile leaves the thresholds alone to decide (a
+//! program that reopens a file again and again writes on the same logs, see
+//! `Writer::reuse`, and nothing is gained by merging between).
 //!
 //! Compaction takes only the logs of ended writers (writers still open hold a lock
 //! on theirs), so requests never wait for it; readers the mount has built keep
@@ -28,6 +31,10 @@ use std::time::{Duration, Instant};
 /// How long a file must stay closed (or truncated to zero and not reopened) for the
 /// compaction at rest.
 pub(super) const REST: Duration = Duration::from_millis(100);
+
+/// How long a request waits before the plan: the requests of a burst of truncations
+/// or closes of one file (each asks) become one plan.
+pub(super) const SETTLE: Duration = Duration::from_millis(20);
 
 /// A queued directory: whether the file is at rest, and since when.
 #[derive(Clone, Copy)]
@@ -79,9 +86,8 @@ impl Compactor {
                             let Some(queued) = lock(&pending).get(&dir).copied() else {
                                 continue;
                             };
-                            if queued.at_rest {
-                                std::thread::sleep(REST.saturating_sub(queued.since.elapsed()));
-                            }
+                            let wait = if queued.at_rest { REST } else { SETTLE };
+                            std::thread::sleep(wait.saturating_sub(queued.since.elapsed()));
                             let Some(queued) = lock(&pending).remove(&dir) else {
                                 continue;
                             };

@@ -3,7 +3,7 @@
 //! unlinked container with its last handle) and closing everything left when the
 //! mount ends.
 
-use super::state::{FileState, Handle, Shared, RECENT_READERS};
+use super::state::{FileState, Handle, Shared};
 use super::ContainerSummary;
 use crate::fusekit::{lock, R};
 use crate::session::Ended;
@@ -22,7 +22,12 @@ impl Shared {
         let file = {
             let mut files = lock(&self.files);
             let file = Self::state(&mut files, &self.root, rel);
-            lock(&file.inner).handles += 1;
+            let mut inner = lock(&file.inner);
+            if inner.handles == 0 {
+                self.wake(&file, &mut inner);
+            }
+            inner.handles += 1;
+            drop(inner);
             file.ino.store(ino, Ordering::Release);
             file
         };
@@ -97,14 +102,7 @@ impl Shared {
             if files.get(&rel).is_some_and(|kept| Arc::ptr_eq(kept, f)) {
                 files.remove(&rel);
             }
-            if let Some((_, reader)) = &inner.reader {
-                let mut recent = lock(&self.recent_readers);
-                recent.retain(|r| r.dir() != reader.dir());
-                if recent.len() >= RECENT_READERS {
-                    recent.remove(0);
-                }
-                recent.push(reader.clone());
-            }
+            self.rest(f, &inner);
         }
     }
 
@@ -148,6 +146,7 @@ impl Shared {
             reads: get(&c.reads),
             read_bytes: get(&c.read_bytes),
             reader_builds: get(&c.reader_builds),
+            reader_merges: get(&c.reader_merges),
             truncations: get(&c.truncations),
             compactions: get(&k.runs),
             compacted_logs: get(&k.logs),

@@ -126,29 +126,22 @@ impl Shared {
 
     /// The file's reader, rebuilt when the index changed since it was built: from
     /// the previous reader when there is one of the same container — the file's, or
-    /// the one it had when it was last closed ([`Reader::refresh`]: only the index
-    /// bytes appended since are read, and applied over its merged index when they
-    /// are all newer) — else from scratch.
+    /// the one it had when it was last closed (`Shared::wake`) — with
+    /// [`Reader::refresh`] (only the index bytes appended since are read, and applied
+    /// over its merged index when they are all newer), else from scratch.
     pub(super) fn reader_of(&self, f: &FileState) -> R<Arc<Reader>> {
         let mut inner = lock(&f.inner);
         let dir = f.dir();
-        let recent = || {
-            let mut recent = lock(&self.recent_readers);
-            let i = recent.iter().position(|r| r.dir() == dir)?;
-            Some(recent.remove(i))
-        };
         let r = match &inner.reader {
             Some((generation, r)) if *generation == inner.generation => return Ok(r.clone()),
             Some((_, r)) if r.dir() == dir => r.refresh(),
-            // A file opened again: the reader it had when it was last closed, if kept.
-            None => match recent() {
-                Some(r) => r.refresh(),
-                None => Reader::open(&dir),
-            },
             _ => Reader::open(&dir),
         };
         let r = Arc::new(r.map_err(|e| self.fail(&e))?);
         self.counters.reader_builds.fetch_add(1, Ordering::Relaxed);
+        if r.merged_anew() {
+            self.counters.reader_merges.fetch_add(1, Ordering::Relaxed);
+        }
         // A reader that met a damaged (perhaps half-written) record is not kept.
         inner.reader = r.damage().is_empty().then(|| (inner.generation, r.clone()));
         Ok(r)
@@ -246,10 +239,19 @@ impl Shared {
         tools::sync(&f.dir()).map_err(|e| self.fail(&e))
     }
 
+    /// Whether a truncation of a file to `size` closes `writer`: when its data log
+    /// alone holds more than compaction lets the file keep (`dead_ratio` × `size` +
+    /// `min_dead`), so that compaction, which takes only ended writers' logs, can
+    /// reclaim what the truncation and the overwrites before it made dead.
+    fn worth_closing(&self, writer: &Writer, size: u64) -> bool {
+        self.thresholds.is_some_and(|t| {
+            writer.data_len() as f64 > size as f64 * t.dead_ratio + t.min_dead as f64
+        })
+    }
+
     /// Truncates (or extends) file `f` to `size`: publishes its writers' writes (so
     /// they are ordered before the truncation), records the truncation and lets the
-    /// writers write on — except writers whose data log passed the reuse limit, which
-    /// are closed so that compaction can reclaim what the truncation made dead.
+    /// writers write on — except those [`Shared::worth_closing`].
     pub(super) fn truncate(&self, f: &FileState, size: u64) -> R<()> {
         let mut inner = lock(&f.inner);
         let mut procs: Vec<_> = inner.procs.values().cloned().collect();
@@ -262,7 +264,7 @@ impl Shared {
             };
             // Closing publishes too, with no record after this one.
             writer.publish().map_err(|e| self.fail(&e))?;
-            let (key, large) = (writer.last_key(), writer.data_len() > self.reuse_limit);
+            let (key, large) = (writer.last_key(), self.worth_closing(writer, size));
             newest = newest.max(key);
             g.key_seen = key;
             g.dirty = false;
@@ -279,6 +281,11 @@ impl Shared {
                 if let Some(writer) = g.writer.as_mut() {
                     writer.note_truncation(t).map_err(|e| self.fail(&e))?;
                 }
+            }
+            // Nothing is newer than the truncation: the size is its size.
+            if let Some((_, q)) = lock(&f.quick).as_mut() {
+                q.size = size;
+                q.mtime_ns = q.mtime_ns.max(t.key);
             }
             self.counters.truncations.fetch_add(1, Ordering::Relaxed);
         }

@@ -131,8 +131,11 @@ pub struct ContainerSummary {
     pub written_bytes: u64,
     pub reads: u64,
     pub read_bytes: u64,
-    /// Readers (global indexes) built to serve reads.
+    /// Readers built to serve reads (after the index changed)…
     pub reader_builds: u64,
+    /// …and those of them that merged every writer's records (the others applied
+    /// what was new over the previous reader's merged index).
+    pub reader_merges: u64,
     pub truncations: u64,
     /// Background compactions that replaced or removed logs, the index logs they
     /// replaced, the bytes they reclaimed, and those that failed (with the first

@@ -15,6 +15,7 @@ use std::os::unix::fs::{DirEntryExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 impl Shared {
     /// Attributes of the container at `dir` (`state`: its open state, if any).
@@ -25,7 +26,19 @@ impl Shared {
         m: &Metadata,
         state: Option<&FileState>,
     ) -> R<FileAttr> {
-        let quick = tools::stat(dir).map_err(|e| self.fail(&e))?;
+        let kept = state
+            .and_then(|s| *lock(&s.quick))
+            .filter(|(at, _)| at.elapsed() < self.ttl);
+        let quick = match kept {
+            Some((_, q)) => q,
+            None => {
+                let q = tools::stat(dir).map_err(|e| self.fail(&e))?;
+                if let Some(s) = state {
+                    *lock(&s.quick) = Some((Instant::now(), q));
+                }
+                q
+            }
+        };
         let (live_end, last_write) = state.map_or((0, 0), |s| {
             (
                 s.live_end.load(Ordering::Acquire),
@@ -117,6 +130,7 @@ impl Shared {
     /// under a hidden name until its last handle is released.
     pub(super) fn unlink_container(&self, rel: &Path) -> R<()> {
         let full = self.full(rel);
+        self.forget_resting(&full);
         let mut files = lock(&self.files);
         if let Some(f) = files.remove(rel) {
             let mut inner = lock(&f.inner);
@@ -175,6 +189,8 @@ impl Shared {
                 (false, false) => {}
             }
         }
+        self.forget_resting(&ff);
+        self.forget_resting(&ft);
         let mut files = lock(&self.files);
         let moving: Vec<(PathBuf, Arc<FileState>)> = files
             .iter()

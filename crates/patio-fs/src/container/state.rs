@@ -7,17 +7,25 @@ use super::UNLINKED_PREFIX;
 use crate::fusekit::{self, enoent, errno_of, lock, Handles, Inodes, Listings, R};
 use crate::tracing::process_of;
 use fuser::{Errno, FileHandle, INodeNo, Request};
-use patio_container::{ContainerError, IndexMode, Reader, Thresholds, Writer};
+use patio_container::{ContainerError, IndexMode, QuickStat, Reader, Thresholds, Writer};
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// Readers of closed files kept for their next open (see `Shared::recent_readers`).
-pub(super) const RECENT_READERS: usize = 16;
+/// Files nobody has open kept for their next open (see `Shared::resting`).
+pub(super) const RESTING: usize = 16;
+
+/// What a file nobody has open any more keeps for its next open: its reader (to be
+/// refreshed, not rebuilt) and its `stat` (still fresh for the attribute lifetime).
+pub(super) struct Resting {
+    pub(super) dir: PathBuf,
+    pub(super) reader: Option<Arc<Reader>>,
+    pub(super) quick: Option<(Instant, QuickStat)>,
+}
 
 /// One process's writer of one file.
 #[derive(Default)]
@@ -72,6 +80,10 @@ pub(super) struct FileState {
     /// The mount's inode number of the file (set when opened): how `fstat` of an
     /// unlinked file still finds it.
     pub(super) ino: AtomicU64,
+    /// The container's `stat` (its meta files and truncation log) and when it was
+    /// read: attributes reuse it for the attribute lifetime the kernel is told
+    /// (writes through the mount are in `live_end`; a truncation updates it).
+    pub(super) quick: Mutex<Option<(Instant, QuickStat)>>,
 }
 
 impl FileState {
@@ -89,6 +101,7 @@ impl FileState {
             live_end: AtomicU64::new(0),
             last_write_ns: AtomicU64::new(0),
             ino: AtomicU64::new(0),
+            quick: Mutex::new(None),
         }
     }
 
@@ -124,6 +137,7 @@ pub(super) struct Counters {
     pub(super) reads: AtomicU64,
     pub(super) read_bytes: AtomicU64,
     pub(super) reader_builds: AtomicU64,
+    pub(super) reader_merges: AtomicU64,
     pub(super) truncations: AtomicU64,
     pub(super) failures: AtomicU64,
 }
@@ -151,14 +165,17 @@ pub(super) struct Shared {
     pub(super) counters: Counters,
     pub(super) finished: AtomicBool,
     pub(super) compactor: Compactor,
-    /// Readers of files nobody has open any more, newest last (at most
-    /// [`RECENT_READERS`]): a file opened again refreshes one instead of reading
-    /// every index log anew.
-    pub(super) recent_readers: Mutex<Vec<Arc<Reader>>>,
+    /// Files nobody has open any more, newest last (at most [`RESTING`]): a file
+    /// opened again refreshes its reader instead of reading every index log anew.
+    /// Renaming or unlinking through the mount forgets them.
+    pub(super) resting: Mutex<Vec<Resting>>,
     /// Writers take over ended writers' logs whose data log is at most this many
-    /// bytes, and a truncation closes the writers whose data log is larger (so that
-    /// compaction can reclaim them): the compaction's small-log threshold.
+    /// bytes: the compaction's small-log threshold.
     pub(super) reuse_limit: u64,
+    /// The background compaction's thresholds (`None`: off); a truncation closes the
+    /// writers whose data log passed what they let a file keep, so that compaction
+    /// can reclaim it.
+    pub(super) thresholds: Option<Thresholds>,
 }
 
 impl Shared {
@@ -185,7 +202,8 @@ impl Shared {
             finished: AtomicBool::new(false),
             compactor: Compactor::new(compaction),
             reuse_limit: compaction.unwrap_or_default().small_log,
-            recent_readers: Mutex::new(Vec::new()),
+            thresholds: compaction,
+            resting: Mutex::new(Vec::new()),
         }
     }
 
@@ -274,5 +292,45 @@ impl Shared {
 
     pub(super) fn kept(&self, rel: &Path) -> Option<Arc<FileState>> {
         lock(&self.files).get(rel).cloned()
+    }
+
+    /// Keeps what `f`, which nobody has open any more, knows for its next open.
+    pub(super) fn rest(&self, f: &FileState, inner: &FileInner) {
+        let dir = f.dir();
+        let mut resting = lock(&self.resting);
+        resting.retain(|r| r.dir != dir);
+        if resting.len() >= RESTING {
+            resting.remove(0);
+        }
+        resting.push(Resting {
+            dir,
+            reader: inner.reader.as_ref().map(|(_, r)| r.clone()),
+            quick: *lock(&f.quick),
+        });
+    }
+
+    /// Gives `f`, just opened, what it kept when it was last closed (its reader to be
+    /// refreshed before use).
+    pub(super) fn wake(&self, f: &FileState, inner: &mut FileInner) {
+        let dir = f.dir();
+        let mut resting = lock(&self.resting);
+        let Some(i) = resting.iter().position(|r| r.dir == dir) else {
+            return;
+        };
+        let r = resting.remove(i);
+        if inner.reader.is_none() {
+            // A generation no build has: the next read refreshes it.
+            inner.reader = r.reader.map(|reader| (u64::MAX, reader));
+        }
+        let mut quick = lock(&f.quick);
+        if quick.is_none() {
+            *quick = r.quick;
+        }
+    }
+
+    /// Forgets what files at or below backend directory `dir` kept at rest (renamed
+    /// or unlinked through the mount).
+    pub(super) fn forget_resting(&self, dir: &Path) {
+        lock(&self.resting).retain(|r| !r.dir.starts_with(dir));
     }
 }
