@@ -302,10 +302,17 @@ impl Shared {
         if resting.len() >= RESTING {
             resting.remove(0);
         }
+        // The writes through the mount since the stat was read are in `live_end`,
+        // which the next open's state starts without.
+        let quick = lock(&f.quick).map(|(at, mut q)| {
+            q.size = q.size.max(f.live_end.load(Ordering::Acquire));
+            q.mtime_ns = q.mtime_ns.max(f.last_write_ns.load(Ordering::Acquire));
+            (at, q)
+        });
         resting.push(Resting {
             dir,
             reader: inner.reader.as_ref().map(|(_, r)| r.clone()),
-            quick: *lock(&f.quick),
+            quick,
         });
     }
 
