@@ -212,8 +212,8 @@ pub struct ContainerArgs {
     options: Vec<String>,
     /// Background compaction: merge a file's small logs (see --compact-small-log)
     /// when its container holds more than N index logs (checked after each
-    /// truncation and each close of a writer; a file nobody has open, or truncated to
-    /// zero, as soon as it holds two).
+    /// truncation and each close of a writer; a file nobody has had open for 100 ms,
+    /// or truncated to zero, as soon as it holds two).
     #[arg(long, value_name = "N", default_value_t = Thresholds::default().max_logs,
           value_parser = clap::value_parser!(u64).range(1..))]
     compact_max_logs: u64,
@@ -222,11 +222,14 @@ pub struct ContainerArgs {
     #[arg(long, value_name = "RATIO", default_value_t = Thresholds::default().dead_ratio,
           value_parser = parse_ratio)]
     compact_dead_ratio: f64,
-    /// Background compaction: dead bytes always tolerated (see --compact-dead-ratio).
+    /// Background compaction: dead bytes tolerated while a file is open (see
+    /// --compact-dead-ratio; at rest, at most 64 KiB). A truncation also closes a
+    /// writer whose log passed this allowance, so that compaction can reclaim it.
     #[arg(long, value_name = "BYTES", default_value_t = Thresholds::default().min_dead)]
     compact_min_dead: u64,
     /// Background compaction: logs whose data log is larger are not rewritten just
-    /// to lower the log count (an N-1 file's per-process logs stay as written).
+    /// to lower the log count (an N-1 file's per-process logs stay as written); new
+    /// writers take over ended writers' logs up to this size.
     #[arg(long, value_name = "BYTES", default_value_t = Thresholds::default().small_log)]
     compact_small_log: u64,
     /// No background compaction (`patio container compact` still works).

@@ -37,4 +37,4 @@ pub use global::{GlobalIndex, IndexStats};
 pub use layout::{Damage, IndexMode, WriterMeta};
 pub use reader::{pack_logs, read_logs, unpack_logs, ContainerStats, LogBytes, Reader};
 pub use tools::{check, flatten, remove, stat, truncate, CheckReport, Flattened, QuickStat};
-pub use writer::{index_log_bytes, Writer, DEFAULT_INDEX_BUFFER};
+pub use writer::{index_log_bytes, Appended, Writer, DEFAULT_INDEX_BUFFER};

@@ -373,6 +373,44 @@ impl Reader {
         }
     }
 
+    /// This reader with `records` (appended by writers of this process since it was
+    /// built, in order, [`crate::Writer::take_appended`]) and `truncations` (appended
+    /// since, in key order) taken in without reading anything: applied over the
+    /// merged index as a refresh would. `None` when they cannot be — a record of a log
+    /// the reader does not know or did not read to its end, a key not newer than
+    /// everything the reader holds, too many changes — and the caller refreshes.
+    /// Changes others made since the reader was built stay unseen until a refresh.
+    pub fn with_appended(
+        &self,
+        records: &[crate::writer::Appended],
+        truncations: &[layout::Truncation],
+    ) -> Option<Self> {
+        let mut writers = self.writers.clone();
+        for a in records {
+            let w = writers.iter_mut().find(|w| w.name == a.writer)?;
+            let frame = a.payload.len() as u64 + 8;
+            if !w.clean || w.disk_bytes + frame != a.end {
+                return None;
+            }
+            let path = layout::index_path(&self.dir, &w.name);
+            let r = record::decode(&path, (w.disk_bytes + 8) as usize, &a.payload).ok()?;
+            if r.key <= self.newest_key {
+                return None;
+            }
+            w.records.push(Arc::new(r));
+            w.disk_bytes = a.end;
+        }
+        if truncations.windows(2).any(|p| p[0].key > p[1].key)
+            || truncations.iter().any(|t| t.key <= self.newest_key)
+        {
+            return None;
+        }
+        let mut all = self.truncations.clone();
+        all.extend_from_slice(truncations);
+        // The truncation log's length is not known here: the next refresh reads it.
+        Self::extended(self, writers, all).ok()
+    }
+
     /// The reader `prev` with `writers` (the same logs in the same chunk order, each
     /// grown by records keyed after everything `prev` applied) and `truncations`
     /// (`prev`'s followed by newer ones): the new records and truncations applied to

@@ -30,6 +30,19 @@ use std::path::{Path, PathBuf};
 /// Index entries buffered before a record is written (a record per 64 Ki writes).
 pub const DEFAULT_INDEX_BUFFER: usize = 1 << 16;
 
+/// A record a writer appended to its index log, as a reader reads it back: for a
+/// reader in the same process to take in without reading the log
+/// ([`crate::Reader::with_appended`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// The writer's name (its logs').
+    pub writer: String,
+    /// The frame's payload.
+    pub payload: Vec<u8>,
+    /// The index log's length after the frame.
+    pub end: u64,
+}
+
 /// A writer of one container.
 pub struct Writer {
     dir: PathBuf,
@@ -47,6 +60,9 @@ pub struct Writer {
     meta_written: Option<WriterMeta>,
     /// The meta file and its length, once this writer rewrote it.
     meta_file: Option<(File, u64)>,
+    /// Records appended since the last [`Writer::take_appended`], kept only after
+    /// [`Writer::set_keep_appended`].
+    appended: Option<Vec<Appended>>,
     /// Set when a write to the logs failed half way: the writer refuses more work
     /// rather than index data it may not have.
     failed: Option<String>,
@@ -97,6 +113,7 @@ impl Writer {
             meta: WriterMeta::default(),
             meta_written: None,
             meta_file: None,
+            appended: None,
             failed: None,
             closed: false,
             sync_on_flush: true,
@@ -202,6 +219,7 @@ impl Writer {
             meta,
             meta_written: Some(on_disk),
             meta_file: None,
+            appended: None,
             failed: None,
             closed: false,
             sync_on_flush: true,
@@ -231,6 +249,21 @@ impl Writer {
         }
         self.meta.apply_truncation(t);
         self.write_meta()
+    }
+
+    /// Keeps every record this writer appends from now on for
+    /// [`Writer::take_appended`] (a FUSE mount lays them over its cached reader).
+    pub fn set_keep_appended(&mut self) {
+        self.appended.get_or_insert_with(Vec::new);
+    }
+
+    /// The records appended since the last call (none unless
+    /// [`Writer::set_keep_appended`]), in order.
+    pub fn take_appended(&mut self) -> Vec<Appended> {
+        self.appended
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Index entries to buffer before writing a record (at least 1).
@@ -434,6 +467,13 @@ impl Writer {
                     .len(),
                 n => n + frame.len() as u64,
             };
+            if let Some(kept) = self.appended.as_mut() {
+                kept.push(Appended {
+                    writer: self.name.clone(),
+                    payload,
+                    end: self.meta.index_len,
+                });
+            }
             self.buffer.clear();
             self.buffered_writes = 0;
             if self.meta.first_key == 0 {

@@ -142,7 +142,8 @@ enum Op {
     Truncate(u64),
     /// Close the writer; the next write takes over its logs (or opens new ones).
     Reopen,
-    /// Read through a reader refreshed since the previous read.
+    /// Read through a reader refreshed since the previous read, and through one that
+    /// took in the writer's records and the truncations without reading the logs.
     Read,
 }
 
@@ -170,31 +171,44 @@ proptest! {
         let mut model: Vec<u8> = Vec::new();
         let mut writer: Option<Writer> = None;
         let mut reader: Option<Reader> = None;
+        // A reader kept up to date as a FUSE mount keeps its own: what its writers
+        // appended and the truncations it made, laid over it.
+        let mut laid: Option<Reader> = None;
+        let mut appended = Vec::new();
+        let mut truncated = Vec::new();
         for op in ops {
             match op {
                 Op::Write { offset, len, seed } => {
                     let w = match &mut writer {
                         Some(w) => w,
-                        None => writer.insert(match Writer::reuse(&dir, 1 << 16).unwrap() {
-                            Some(w) => w,
-                            None => Writer::open(&dir).unwrap(),
-                        }),
+                        None => {
+                            let mut w = match Writer::reuse(&dir, 1 << 16).unwrap() {
+                                Some(w) => w,
+                                None => Writer::open(&dir).unwrap(),
+                            };
+                            w.set_keep_appended();
+                            writer.insert(w)
+                        }
                     };
                     let data: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect();
                     w.write_at(offset, &data).unwrap();
                     w.publish().unwrap();
+                    appended.extend(w.take_appended());
                     put(&mut model, offset, &data);
                 }
                 Op::Truncate(size) => {
                     let after = writer.as_ref().map_or(0, |w| w.last_key());
                     let t = tools::truncate_with(&dir, size, false, after).unwrap();
+                    truncated.push(t);
                     if let Some(w) = &mut writer {
                         w.note_truncation(t).unwrap();
                     }
                     model.resize(size as usize, 0);
                 }
                 Op::Reopen => {
-                    if let Some(w) = writer.take() {
+                    if let Some(mut w) = writer.take() {
+                        w.flush().unwrap();
+                        appended.extend(w.take_appended());
                         w.close().unwrap();
                     }
                 }
@@ -208,10 +222,65 @@ proptest! {
                     prop_assert_eq!(r.read_at(&mut buf, 0).unwrap(), model.len());
                     prop_assert!(buf == model, "refreshed reader differs");
                     reader = Some(r);
+                    // Laid over the previous one when it can be (the same logs), else
+                    // opened afresh, as the mount does.
+                    let l = laid
+                        .take()
+                        .and_then(|old| old.with_appended(&appended, &truncated))
+                        .unwrap_or_else(|| Reader::open(&dir).unwrap());
+                    appended.clear();
+                    truncated.clear();
+                    prop_assert_eq!(l.size(), model.len() as u64);
+                    let mut buf = vec![0xAAu8; model.len()];
+                    prop_assert_eq!(l.read_at(&mut buf, 0).unwrap(), model.len());
+                    prop_assert!(buf == model, "reader with the appended records differs");
+                    laid = Some(l);
                 }
             }
             prop_assert!(read_all(&dir) == model, "fresh reader differs");
             assert_quick_size(&dir, &model);
         }
     }
+}
+
+#[test]
+fn a_writers_own_records_and_truncations_are_laid_over_its_reader() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("f");
+    layout::create(&dir, IndexMode::Pattern).unwrap();
+    let mut w = Writer::open(&dir).unwrap();
+    w.set_keep_appended();
+    w.write_at(0, &[1u8; 1000]).unwrap();
+    w.publish().unwrap();
+    assert_eq!(w.take_appended().len(), 1);
+    let r = Reader::open(&dir).unwrap();
+    w.write_at(500, &[2u8; 1000]).unwrap();
+    w.publish().unwrap();
+    let t = tools::truncate_with(&dir, 1200, false, w.last_key()).unwrap();
+    w.note_truncation(t).unwrap();
+    w.write_at(1300, &[3u8; 10]).unwrap();
+    w.publish().unwrap();
+    let appended = w.take_appended();
+    assert_eq!(appended.len(), 2);
+    let laid = r.with_appended(&appended, &[t]).expect("laid over");
+    assert!(!laid.merged_anew());
+    let mut model = vec![1u8; 500];
+    model.extend([2u8; 700]);
+    model.extend([0u8; 100]);
+    model.extend([3u8; 10]);
+    let mut buf = vec![0u8; model.len()];
+    assert_eq!(laid.read_at(&mut buf, 0).unwrap(), model.len());
+    assert_eq!(buf, model);
+    assert_eq!(read_all(&dir), model);
+    // Records the reader has not read up to (another record in between) are refused.
+    w.write_at(0, &[4u8; 1]).unwrap();
+    w.publish().unwrap();
+    w.write_at(1, &[5u8; 1]).unwrap();
+    w.publish().unwrap();
+    let mut skipped = w.take_appended();
+    skipped.remove(0);
+    assert!(laid.with_appended(&skipped, &[]).is_none());
+    // A truncation keyed before what the reader holds is refused too.
+    let old = layout::Truncation { key: 1, size: 0 };
+    assert!(laid.with_appended(&[], &[old]).is_none());
 }

@@ -73,11 +73,20 @@ impl Shared {
                     inner.procs.remove(pid);
                     // An error here cannot reach the application (close has returned);
                     // it is counted and reported when the mount ends.
-                    closed |= self.close_writer(&mut g).unwrap_or(true);
+                    match self.close_writer(&mut g) {
+                        Ok(Some(appended)) => {
+                            inner.note_appended(appended);
+                            closed = true;
+                        }
+                        Ok(None) => {}
+                        Err(_) => {
+                            inner.changed();
+                            closed = true;
+                        }
+                    }
                 }
             }
             if closed {
-                inner.generation += 1;
                 self.compactor.request(&f.dir(), false);
             }
             inner.handles == 0
@@ -115,13 +124,13 @@ impl Shared {
             let mut inner = lock(&f.inner);
             let procs: Vec<_> = inner.procs.values().cloned().collect();
             for w in procs {
-                if let Ok(true) = self.close_writer(&mut lock(&w)) {
+                if let Ok(Some(_)) = self.close_writer(&mut lock(&w)) {
                     self.counters
                         .flushed_at_unmount
                         .fetch_add(1, Ordering::Relaxed);
                 }
             }
-            inner.generation += 1;
+            inner.changed();
             if inner.unlinked {
                 if let Err(e) = tools::remove(&f.dir()) {
                     self.fail(&e);

@@ -9,7 +9,7 @@ use super::now_ns;
 use super::state::{FileState, Handle, Shared, Writing};
 use crate::fusekit::{lock, R};
 use fuser::{FileHandle, Request};
-use patio_container::{tools, Reader, Writer};
+use patio_container::{tools, Appended, Reader, Writer};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -21,14 +21,18 @@ const OVERLAY_LIMIT: usize = 256;
 static DIRTY_SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl Shared {
-    /// Closes the writer of `w` (if open): flushes and releases it.
-    pub(super) fn close_writer(&self, w: &mut Writing) -> R<bool> {
+    /// Closes the writer of `w` (if open): flushes and releases it. The records its
+    /// flush appended (`None`: no writer was open).
+    pub(super) fn close_writer(&self, w: &mut Writing) -> R<Option<Vec<Appended>>> {
         w.dirty = false;
         w.unsynced = false;
-        match w.writer.take() {
-            Some(writer) => writer.close().map(|_| true).map_err(|e| self.fail(&e)),
-            None => Ok(false),
-        }
+        let Some(mut writer) = w.writer.take() else {
+            return Ok(None);
+        };
+        writer.flush().map_err(|e| self.fail(&e))?;
+        let appended = writer.take_appended();
+        writer.close().map_err(|e| self.fail(&e))?;
+        Ok(Some(appended))
     }
 
     /// The writing state of process `pid` for handle `h`, attaching the process to the
@@ -71,6 +75,8 @@ impl Shared {
             };
             // Durability comes from fsync and unmount (`sync_file`, `finish`).
             writer.set_sync_on_flush(false);
+            // Its records are laid over the file's cached reader (`reader_of`).
+            writer.set_keep_appended();
             g.key_seen = writer.last_key();
             self.counters.writers.fetch_add(1, Ordering::Relaxed);
             lock(&self.written_files).insert(dir);
@@ -106,20 +112,16 @@ impl Shared {
         let mut inner = lock(&f.inner);
         let mut procs: Vec<_> = inner.procs.values().cloned().collect();
         procs.sort_by_key(|w| lock(w).dirty_since);
-        let mut any = false;
         for w in procs {
             let mut g = lock(&w);
             if g.dirty {
                 if let Some(writer) = g.writer.as_mut() {
                     writer.publish().map_err(|e| self.fail(&e))?;
+                    inner.note_appended(writer.take_appended());
                     g.key_seen = writer.last_key();
                 }
                 g.dirty = false;
-                any = true;
             }
-        }
-        if any {
-            inner.generation += 1;
         }
         Ok(())
     }
@@ -133,10 +135,21 @@ impl Shared {
         let mut inner = lock(&f.inner);
         let dir = f.dir();
         let r = match &inner.reader {
-            Some((generation, r)) if *generation == inner.generation => return Ok(r.clone()),
+            Some((generation, r)) if *generation == inner.generation => {
+                if inner.appended.is_empty() && inner.truncated.is_empty() {
+                    return Ok(r.clone());
+                }
+                // Only this mount's own records and truncations are new.
+                match r.with_appended(&inner.appended, &inner.truncated) {
+                    Some(laid) => Ok(laid),
+                    None => r.refresh(),
+                }
+            }
             Some((_, r)) if r.dir() == dir => r.refresh(),
             _ => Reader::open(&dir),
         };
+        inner.appended.clear();
+        inner.truncated.clear();
         let r = Arc::new(r.map_err(|e| self.fail(&e))?);
         self.counters.reader_builds.fetch_add(1, Ordering::Relaxed);
         if r.merged_anew() {
@@ -212,7 +225,6 @@ impl Shared {
             Some(p) => inner.procs.get(&p).cloned().into_iter().collect(),
             None => inner.procs.values().cloned().collect(),
         };
-        let mut any = false;
         for w in procs {
             let mut g = lock(&w);
             if !g.unsynced {
@@ -220,14 +232,11 @@ impl Shared {
             }
             if let Some(writer) = g.writer.as_mut() {
                 writer.flush().map_err(|e| self.fail(&e))?;
+                inner.note_appended(writer.take_appended());
                 g.key_seen = writer.last_key();
             }
             g.unsynced = false;
             g.dirty = false;
-            any = true;
-        }
-        if any {
-            inner.generation += 1;
         }
         Ok(())
     }
@@ -265,11 +274,14 @@ impl Shared {
             // Closing publishes too, with no record after this one.
             writer.publish().map_err(|e| self.fail(&e))?;
             let (key, large) = (writer.last_key(), self.worth_closing(writer, size));
+            inner.note_appended(writer.take_appended());
             newest = newest.max(key);
             g.key_seen = key;
             g.dirty = false;
             if large {
-                self.close_writer(g)?;
+                if let Some(appended) = self.close_writer(g)? {
+                    inner.note_appended(appended);
+                }
             }
         }
         let dir = f.dir();
@@ -277,6 +289,7 @@ impl Shared {
         // add a record.
         if size != 0 || tools::stat(&dir).map_err(|e| self.fail(&e))?.size != 0 {
             let t = tools::truncate_with(&dir, size, false, newest).map_err(|e| self.fail(&e))?;
+            inner.note_truncated(t);
             for g in guards.iter_mut() {
                 if let Some(writer) = g.writer.as_mut() {
                     writer.note_truncation(t).map_err(|e| self.fail(&e))?;
@@ -292,7 +305,6 @@ impl Shared {
         f.unpublished.store(0, Ordering::Release);
         f.live_end.store(0, Ordering::Release);
         f.last_write_ns.store(now_ns(), Ordering::Release);
-        inner.generation += 1;
         self.compactor.request(&dir, size == 0);
         Ok(())
     }

@@ -13,7 +13,11 @@
 //!   opened at the process's first write and stays open across that process's opens
 //!   and closes of the file until the last handle it wrote through is released; then
 //!   it is closed (flushed). A process that writes through a handle it inherited
-//!   (fork) gets a writer of its own, tied to that handle.
+//!   (fork) gets a writer of its own, tied to that handle. A new writer takes over
+//!   the logs of an ended writer of the file when one is small enough
+//!   (`Writer::reuse`, data up to `--compact-small-log`), so a file opened, written
+//!   and closed again and again (a log appended to, a small file rewritten) keeps one
+//!   log set instead of growing one per open.
 //! * **Durability** is a local file system's. Writers never sync by themselves
 //!   (`Writer::set_sync_on_flush(false)`): `close(2)` (FUSE flush) publishes the
 //!   closing process's writer to the backend's page cache, which survives the daemon
@@ -25,11 +29,20 @@
 //!   unpublished writes (few, all in its buffer), a read lays them over the cached
 //!   reader's data (`Writer::overlay`). Otherwise, before the read, writers of that
 //!   file with unpublished writes publish them (an index record, no sync; in the order
-//!   they became dirty), and the reader is rebuilt when anything was published,
-//!   flushed, closed or truncated since it was built: a process reads its own writes
-//!   and every write any process finished before the read began. Changes made in the
-//!   backend behind the mount's back are seen after the next change made through the
-//!   mount.
+//!   they became dirty), and the reader is brought up to date when anything was
+//!   published, flushed, closed or truncated since it was built: the records the
+//!   mount's writers appended and the truncations it appended are laid over it in
+//!   memory (`Reader::with_appended`, nothing read); anything else — a writer's new
+//!   logs, a rename, more than 1,024 changes — refreshes it from the backend
+//!   (`Reader::refresh`: only the index bytes appended since are read, and applied
+//!   over its merged index when they are all newer). A process reads its own writes
+//!   and every write any process finished through the mount before the read began.
+//!   A file nobody has open keeps its reader and stat for its next open (a few files,
+//!   see `state::RESTING`), refreshed from the backend then. Changes made in the
+//!   backend behind the mount's back (another mount sharing it, a program writing
+//!   the containers directly) are seen close-to-open, as NFS gives: when the file is
+//!   opened again after nobody had it open (or at the next refresh from the
+//!   backend, whichever comes first).
 //! * **Ordering.** Overlapping writes of different processes are ordered by the
 //!   writers' index records (flush or publish times), as in the container: a write is
 //!   ordered after another process's write when that process closed, fsynced or
@@ -39,19 +52,25 @@
 //!   from the writers' meta files) and the end of every write made through the mount
 //!   since the last truncation, so it is right while files are being written; the
 //!   modification time is the newest of the container's, the last write's and the
-//!   directory's. Mode, owner and group are the container directory's: `chmod` and
+//!   directory's. The container's stat is read again after the attribute lifetime
+//!   the kernel is told (1 s; a truncation through the mount updates it). Mode, owner and group are the container directory's: `chmod` and
 //!   `chown` change the directory, and the kernel enforces them
 //!   (`default_permissions`). When the daemon is not root, container directories keep
 //!   owner `rwx` so the daemon can reach its logs, and the file shows those bits.
-//! * **Truncation** (`truncate`, `ftruncate`, `open(O_TRUNC)`) closes every writer of
-//!   the file, then appends a truncation record; later writes open new writers (so
-//!   the container's size stays computable from its meta files alone).
+//! * **Truncation** (`truncate`, `ftruncate`, `open(O_TRUNC)`) publishes every writer
+//!   of the file (their writes are ordered before it), appends a truncation record and
+//!   lets the writers write on: each notes the truncation in its meta file
+//!   (`Writer::note_truncation`), so the container's size stays computable from the
+//!   meta files alone. A writer whose data log holds more than compaction lets the
+//!   file keep (`dead_ratio` × the new size + `min_dead`) is closed instead, so that
+//!   compaction can reclaim it.
 //! * **Compaction** ([`compactor`]): after a truncation or the close of a writer, a
 //!   background thread compacts the file when it passes the thresholds (index logs,
-//!   dead bytes; `patio mount container --compact-*`), and after a truncation to zero
-//!   always: the logs of ended writers are rewritten into one log set, or removed
-//!   when nothing of them is live, so files rewritten or truncated again and again
-//!   stay bounded.
+//!   dead bytes; `patio mount container --compact-*`), after a truncation to zero
+//!   always, and once nobody has had it open for 100 ms more tightly (its small logs
+//!   merged, at most 64 KiB dead beyond the ratio): the logs of ended writers are
+//!   rewritten into one log set, or removed when nothing of them is live, so files
+//!   rewritten, truncated or appended to again and again stay bounded.
 //! * **Unlink and rename.** Unlink removes the container; while handles are still
 //!   open it is first renamed to a hidden `.patio-unlinked.*` directory in the backend
 //!   root, which goes when the last handle is released (or at unmount). Rename closes

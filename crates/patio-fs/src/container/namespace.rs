@@ -150,7 +150,7 @@ impl Shared {
                 }
                 f.set_loc(rel.to_path_buf(), hidden);
                 inner.unlinked = true;
-                inner.generation += 1;
+                inner.changed();
                 lock(&self.orphans).push(f.clone());
                 drop(guards);
                 drop(inner);
@@ -210,7 +210,7 @@ impl Shared {
         }
         // The closed writers' last records are new to the files' readers.
         for i in inners.iter_mut() {
-            i.generation += 1;
+            i.changed();
         }
         sys(fs::rename(&ff, &ft))?;
         for (p, f) in &moving {

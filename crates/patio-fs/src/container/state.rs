@@ -7,7 +7,8 @@ use super::UNLINKED_PREFIX;
 use crate::fusekit::{self, enoent, errno_of, lock, Handles, Inodes, Listings, R};
 use crate::tracing::process_of;
 use fuser::{Errno, FileHandle, INodeNo, Request};
-use patio_container::{ContainerError, IndexMode, QuickStat, Reader, Thresholds, Writer};
+use patio_container::layout::Truncation;
+use patio_container::{Appended, ContainerError, IndexMode, QuickStat, Reader, Thresholds, Writer};
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -54,11 +55,56 @@ pub(super) struct FileInner {
     pub(super) procs: HashMap<u32, Arc<Mutex<Writing>>>,
     /// Open handles of the file.
     pub(super) handles: usize,
-    /// Bumped whenever an index record or truncation is written.
+    /// Bumped whenever the file changed in a way only a refresh from the backend
+    /// shows (see [`FileInner::changed`]).
     pub(super) generation: u64,
     pub(super) reader: Option<(u64, Arc<Reader>)>,
+    /// Records this mount's writers appended, and truncations it appended, since the
+    /// cached reader was built: laid over it at the next read
+    /// (`Reader::with_appended`) instead of a refresh from the backend.
+    pub(super) appended: Vec<Appended>,
+    pub(super) truncated: Vec<Truncation>,
     /// Unlinked while open: the container lives on under a hidden name.
     pub(super) unlinked: bool,
+}
+
+/// Changes kept for the cached reader (`FileInner::appended`, `truncated`) past which
+/// the next read refreshes from the backend instead.
+const KEPT_CHANGES: usize = 1024;
+
+impl FileInner {
+    /// The file changed in a way only a refresh from the backend shows (or nobody
+    /// keeps the changes): the cached reader is refreshed before the next read.
+    pub(super) fn changed(&mut self) {
+        self.generation += 1;
+        self.appended.clear();
+        self.truncated.clear();
+    }
+
+    fn keeps(&self, more: usize) -> bool {
+        self.reader.is_some() && self.appended.len() + self.truncated.len() + more <= KEPT_CHANGES
+    }
+
+    /// Records this mount's writers appended (`Writer::take_appended`).
+    pub(super) fn note_appended(&mut self, records: Vec<Appended>) {
+        if records.is_empty() {
+            return;
+        }
+        if self.keeps(records.len()) {
+            self.appended.extend(records);
+        } else {
+            self.changed();
+        }
+    }
+
+    /// A truncation this mount appended.
+    pub(super) fn note_truncated(&mut self, t: Truncation) {
+        if self.keeps(1) {
+            self.truncated.push(t);
+        } else {
+            self.changed();
+        }
+    }
 }
 
 /// Where a file is: its path in the mount and its backend directory.
@@ -95,6 +141,8 @@ impl FileState {
                 handles: 0,
                 generation: 0,
                 reader: None,
+                appended: Vec::new(),
+                truncated: Vec::new(),
                 unlinked: false,
             }),
             unpublished: AtomicU64::new(0),

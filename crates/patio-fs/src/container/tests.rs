@@ -106,14 +106,16 @@ fn writers_per_process_publish_on_read_and_close_on_release() {
         assert!(chunk.iter().all(|&x| x == 1 + (i % 2) as u8), "block {i}");
     }
     assert_eq!(layout::list_writers(&s.full(&rel)).unwrap().len(), 2);
-    // Truncation closes both writers; the size follows.
+    // Truncation publishes both writers and lets them write on; the size follows,
+    // from the meta files alone.
     let f = s.kept(&rel).unwrap();
     s.truncate(&f, 10_000).unwrap();
     assert_eq!(s.attr_at(5, &s.full(&rel), None).unwrap().size, 10_000);
     assert!(lock(&f.inner)
         .procs
         .values()
-        .all(|w| lock(w).writer.is_none()));
+        .all(|w| lock(w).writer.is_some()));
+    assert!(tools::stat(&s.full(&rel)).unwrap().from_meta);
     write(a, 100, 20_000, 3);
     assert_eq!(s.read(b, 16_384, 8192).unwrap().len(), 24_096 - 16_384);
     assert_eq!(s.read(b, 20_000, 10).unwrap(), vec![3u8; 10]);
@@ -121,7 +123,7 @@ fn writers_per_process_publish_on_read_and_close_on_release() {
     s.release(b);
     assert!(s.kept(&rel).is_none(), "the last release forgets the file");
     assert_eq!(tools::stat(&s.full(&rel)).unwrap().size, 24_096);
-    assert_eq!(layout::list_writers(&s.full(&rel)).unwrap().len(), 3);
+    assert_eq!(layout::list_writers(&s.full(&rel)).unwrap().len(), 2);
     let summary = s.finish(Ended::Unmounted);
     assert_eq!(summary.flushed_at_unmount, 0);
 }
