@@ -23,11 +23,15 @@ exerciser, its total time against the plain directory (goal: within 10×).
 
 Neither side syncs at ``close`` or truncation (the mount's durability contract is a
 local file system's: ``fsync`` and unmount sync). Both sides run the same Python
-loop, so its per-call overhead is part of both.
+loop, so its per-call overhead is part of both. With ``--fuse-floor`` the selected
+workloads also run through ``patio mount trace`` (a FUSE passthrough with direct
+I/O, as the container mount uses: every call a round trip to a daemon that does
+``pwrite``/``pread`` on one plain file), the cost of FUSE alone.
 
     python bench/container_life.py                 # table, N = 10,000, E = 20,000
     python bench/container_life.py --json
     python bench/container_life.py --ops 500 --exerciser 2000   # a quick look
+    python bench/container_life.py --only exerciser --fuse-floor
 """
 
 from __future__ import annotations
@@ -177,8 +181,9 @@ def run_one(work: Path, name: str, target: str, n: int, seed: int) -> dict[str, 
     mount = None
     err = ""
     try:
-        if target == "mount":
-            mount = Mount(case / "backend", case / "mnt", "pattern")
+        if target in ("mount", "fuse"):
+            index = "pattern" if target == "mount" else None
+            mount = Mount(case / "backend", case / "mnt", index)
             path = mount.mnt / "file"
         else:
             (case / "plain").mkdir()
@@ -191,7 +196,7 @@ def run_one(work: Path, name: str, target: str, n: int, seed: int) -> dict[str, 
         if mount is not None:
             err = mount.stop()
             mount = None
-        store = case / ("backend" if target == "mount" else "plain")
+        store = case / ("plain" if target == "plain" else "backend")
         files, used = footprint(store)
     finally:
         if mount is not None:
@@ -221,6 +226,11 @@ def main() -> None:
     parser.add_argument("--only", choices=WORKLOADS, action="append", help="run only these")
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--fuse-floor",
+        action="store_true",
+        help="also run each workload through a FUSE passthrough (patio mount trace)",
+    )
     parser.add_argument("--patio", type=Path, help="patio binary (default: the repository's)")
     args = parser.parse_args()
     if args.ops < 200 or args.exerciser < 1:
@@ -235,7 +245,7 @@ def main() -> None:
         work = Path(t)
         for name in args.only or WORKLOADS:
             n = args.exerciser if name == "exerciser" else args.ops
-            for target in ("mount", "plain"):
+            for target in ("mount", "plain", *(["fuse"] if args.fuse_floor else [])):
                 row = run_one(work, name, target, n, args.seed)
                 rows.append(row)
                 if not args.json:
@@ -258,6 +268,9 @@ def main() -> None:
             "bounded_files": m["backend_files"] <= FIXED_FILES + 3,
             "vs_plain": m["total_s"] / p["total_s"] if p["total_s"] else 0.0,
         }
+        fuse = by.get((name, "fuse"))
+        if fuse is not None:
+            entry["fuse_vs_plain"] = fuse["total_s"] / p["total_s"] if p["total_s"] else 0.0
         goals.append(entry)
     result = {
         "commit": commit,
@@ -291,6 +304,7 @@ def main() -> None:
             f"goals {g['workload']:<10} flat (≤2×): {flat}; store ≤ 2× live + 64 KiB: "
             f"{'met' if g['bounded_bytes'] else 'NOT met'}; files ≤ {FIXED_FILES + 3}: "
             f"{'met' if g['bounded_files'] else 'NOT met'}; time vs plain {g['vs_plain']:.1f}×"
+            + (f" (FUSE passthrough {g['fuse_vs_plain']:.1f}×)" if "fuse_vs_plain" in g else "")
         )
 
 

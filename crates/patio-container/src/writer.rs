@@ -99,26 +99,14 @@ impl Writer {
             .metadata()
             .map_err(|e| ContainerError::io(&data_path, e))?
             .len();
-        let writer = Writer {
-            dir: dir.to_path_buf(),
+        let writer = Writer::assemble(
+            dir,
             name,
             mode,
-            detector: Detector::default(),
-            data,
-            index,
-            data_len,
-            buffer: Vec::new(),
-            buffered_writes: 0,
-            buffer_limit: DEFAULT_INDEX_BUFFER,
-            meta: WriterMeta::default(),
-            meta_written: None,
-            meta_file: None,
-            appended: None,
-            failed: None,
-            closed: false,
-            sync_on_flush: true,
-            dir_synced: false,
-        };
+            (data, index, data_len),
+            WriterMeta::default(),
+            None,
+        );
         Ok(writer)
     }
 
@@ -205,26 +193,14 @@ impl Writer {
                 meta.apply_truncation(t);
             }
         }
-        let mut writer = Writer {
-            dir: dir.to_path_buf(),
-            name: name.to_string(),
+        let mut writer = Writer::assemble(
+            dir,
+            name.to_string(),
             mode,
-            detector: Detector::default(),
-            data,
-            index,
-            data_len,
-            buffer: Vec::new(),
-            buffered_writes: 0,
-            buffer_limit: DEFAULT_INDEX_BUFFER,
+            (data, index, data_len),
             meta,
-            meta_written: Some(on_disk),
-            meta_file: None,
-            appended: None,
-            failed: None,
-            closed: false,
-            sync_on_flush: true,
-            dir_synced: true,
-        };
+            Some(on_disk),
+        );
         writer.write_meta()?;
         Ok(Some(writer))
     }
@@ -264,6 +240,38 @@ impl Writer {
             .as_mut()
             .map(std::mem::take)
             .unwrap_or_default()
+    }
+
+    /// A writer of `dir` on the logs of `name`: its data log (`data_len` bytes long)
+    /// and index log, its summary `meta`, and what its meta file holds (`on_disk`).
+    fn assemble(
+        dir: &Path,
+        name: String,
+        mode: IndexMode,
+        (data, index, data_len): (File, File, u64),
+        meta: WriterMeta,
+        on_disk: Option<WriterMeta>,
+    ) -> Self {
+        Writer {
+            dir: dir.to_path_buf(),
+            name,
+            mode,
+            detector: Detector::default(),
+            data,
+            index,
+            data_len,
+            buffer: Vec::new(),
+            buffered_writes: 0,
+            buffer_limit: DEFAULT_INDEX_BUFFER,
+            meta,
+            meta_written: on_disk,
+            meta_file: None,
+            appended: None,
+            failed: None,
+            closed: false,
+            sync_on_flush: true,
+            dir_synced: false,
+        }
     }
 
     /// Index entries to buffer before writing a record (at least 1).

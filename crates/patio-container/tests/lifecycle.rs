@@ -4,22 +4,16 @@
 //! containers written before compaction existed (version-1 meta files) still open
 //! and compact.
 
+mod common;
+use common::read_all;
 use patio_container::compact::{compact, compact_planned, plan, Plan, Thresholds};
-use patio_container::{layout, stat, truncate, IndexMode, Reader, Writer};
+use patio_container::{layout, stat, truncate, IndexMode, Writer};
 use std::path::Path;
 
 fn data(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(13) ^ seed)
         .collect()
-}
-
-fn read_all(dir: &Path) -> Vec<u8> {
-    let r = Reader::open(dir).unwrap();
-    assert!(r.damage().is_empty(), "{:?}", r.damage());
-    let mut buf = vec![0u8; r.size() as usize];
-    assert_eq!(r.read_at(&mut buf, 0).unwrap(), buf.len());
-    buf
 }
 
 /// Files and bytes of the container directory.

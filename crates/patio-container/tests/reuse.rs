@@ -4,18 +4,12 @@
 //! against a byte array holding the file, and `stat` against its size without
 //! reading the index.
 
+mod common;
+use common::read_all;
 use patio_container::compact::compact;
 use patio_container::{layout, stat, tools, IndexMode, Reader, Writer};
 use proptest::prelude::*;
 use std::path::Path;
-
-fn read_all(dir: &Path) -> Vec<u8> {
-    let r = Reader::open(dir).unwrap();
-    assert!(r.damage().is_empty(), "{:?}", r.damage());
-    let mut buf = vec![0u8; r.size() as usize];
-    assert_eq!(r.read_at(&mut buf, 0).unwrap(), buf.len());
-    buf
-}
 
 fn put(model: &mut Vec<u8>, offset: u64, data: &[u8]) {
     let end = offset as usize + data.len();
