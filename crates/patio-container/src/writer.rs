@@ -54,6 +54,8 @@ pub struct Writer {
     data_len: u64,
     buffer: Vec<IndexEntry>,
     buffered_writes: u64,
+    /// Records this writer appended (not counting those of the logs it took over).
+    records: u64,
     buffer_limit: usize,
     meta: WriterMeta,
     /// The summary the meta file holds (`None`: not written by this writer yet).
@@ -205,6 +207,11 @@ impl Writer {
         Ok(Some(writer))
     }
 
+    /// Index records this writer appended.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
     /// Bytes in the writer's data log (written by it and, for a writer that took over
     /// ended logs, before it).
     pub fn data_len(&self) -> u64 {
@@ -262,6 +269,7 @@ impl Writer {
             data_len,
             buffer: Vec::new(),
             buffered_writes: 0,
+            records: 0,
             buffer_limit: DEFAULT_INDEX_BUFFER,
             meta,
             meta_written: on_disk,
@@ -484,6 +492,7 @@ impl Writer {
             }
             self.buffer.clear();
             self.buffered_writes = 0;
+            self.records += 1;
             if self.meta.first_key == 0 {
                 self.meta.first_key = key;
             }

@@ -17,6 +17,10 @@ use std::sync::{Arc, Mutex};
 /// writer's data log) rather than publishing them and rebuilding the reader.
 const OVERLAY_LIMIT: usize = 256;
 
+/// Records a writer appends before a truncation closes it (see
+/// `Shared::worth_closing`): what a reader of the file holds and copies stays small.
+const ROLL_RECORDS: u64 = 256;
+
 /// The mount's order of writers becoming dirty (see `Writing::dirty_since`).
 static DIRTY_SEQ: AtomicU64 = AtomicU64::new(0);
 
@@ -250,11 +254,14 @@ impl Shared {
 
     /// Whether a truncation of a file to `size` closes `writer`: when its data log
     /// alone holds more than compaction lets the file keep (`dead_ratio` × `size` +
-    /// `min_dead`), so that compaction, which takes only ended writers' logs, can
-    /// reclaim what the truncation and the overwrites before it made dead.
+    /// `min_dead`), or it appended more than [`ROLL_RECORDS`] index records (every
+    /// truncation publishes one), so that compaction, which takes only ended writers'
+    /// logs, can reclaim what the truncation and the overwrites before it made dead
+    /// and fold the records into one.
     fn worth_closing(&self, writer: &Writer, size: u64) -> bool {
         self.thresholds.is_some_and(|t| {
             writer.data_len() as f64 > size as f64 * t.dead_ratio + t.min_dead as f64
+                || writer.records() > ROLL_RECORDS
         })
     }
 
