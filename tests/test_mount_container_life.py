@@ -15,6 +15,7 @@ background and by ``patio container compact``, against a model.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -32,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli import patio_binary
 from test_mount_container import ContainerMount, flattened
-from test_mount_trace import scratch
+from test_mount_trace import scratch, started
 
 # A process that keeps descriptors by id and runs commands from stdin. Every write
 # is followed by a one-byte read, which publishes it: writes of different processes
@@ -95,6 +96,14 @@ class Proc:
 def base() -> Iterator[Path]:
     with scratch("patio-life-") as path:
         yield path
+
+
+@pytest.fixture
+def mount(base: Path) -> Iterator[Any]:
+    """``mount(*options)`` starts a container mount on ``base``; every mount started is
+    cleaned up afterwards, whatever the test's outcome."""
+    with started(functools.partial(ContainerMount, base)) as start:
+        yield start
 
 
 def compact(container: Path) -> dict[str, Any]:
@@ -219,8 +228,8 @@ def stop_and_drain(m: ContainerMount) -> str:
     return m.stop()
 
 
-def test_two_hundred_rewrites_keep_the_backend_bounded(base: Path) -> None:
-    m = ContainerMount(base)
+def test_two_hundred_rewrites_keep_the_backend_bounded(base: Path, mount: Any) -> None:
+    m = mount()
     data = b""
     for i in range(200):
         data = bytes([i % 251 + 1]) * (256 << 10)
@@ -235,8 +244,8 @@ def test_two_hundred_rewrites_keep_the_backend_bounded(base: Path) -> None:
     assert flattened(m.backend / "ckpt", base / "flat") == data
 
 
-def test_two_hundred_appends_keep_the_backend_bounded(base: Path) -> None:
-    m = ContainerMount(base)
+def test_two_hundred_appends_keep_the_backend_bounded(base: Path, mount: Any) -> None:
+    m = mount()
     want = b""
     for i in range(200):
         line = f"line {i}\n".encode()
@@ -253,8 +262,8 @@ def test_two_hundred_appends_keep_the_backend_bounded(base: Path) -> None:
     assert flattened(container, base / "flat") == want
 
 
-def test_compact_command_rewrites_what_the_mount_left(base: Path) -> None:
-    m = ContainerMount(base, "--no-compact")
+def test_compact_command_rewrites_what_the_mount_left(base: Path, mount: Any) -> None:
+    m = mount("--no-compact")
     want = bytearray()
     for i in range(30):
         with open(m.mnt / "f", "r+b" if i else "wb") as f:
