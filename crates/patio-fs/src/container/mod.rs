@@ -142,7 +142,8 @@ pub struct ContainerSummary {
     pub ended: Ended,
     /// Containers written through the mount.
     pub files: u64,
-    /// Writers opened (one per file and writing process, again after a truncation).
+    /// Writers opened (one per file and writing process; a writer opened again after
+    /// a close or a closing truncation takes over an ended writer's logs when it can).
     pub writers: u64,
     /// Writers still open when the mount ended, closed (flushed) then.
     pub flushed_at_unmount: u64,
