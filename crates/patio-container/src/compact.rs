@@ -159,15 +159,15 @@ pub fn plan(dir: &Path, t: &Thresholds, at_rest: bool) -> Result<Plan> {
 /// Compacts the container at `dir` (see the module documentation); waits for a
 /// compaction already running when `wait`, else returns at once with `busy`.
 pub fn compact(dir: &Path, wait: bool) -> Result<Compacted> {
-    compact_scoped(dir, wait, None, u64::MAX)
+    compact_scoped(dir, wait, None, Steps::new(u64::MAX))
 }
 
 /// [`compact`] of what `plan` says (nothing for [`Plan::Nothing`]).
 pub fn compact_planned(dir: &Path, wait: bool, plan: Plan) -> Result<Compacted> {
     match plan {
         Plan::Nothing => Ok(Compacted::default()),
-        Plan::All => compact_scoped(dir, wait, None, u64::MAX),
-        Plan::SmallLogs(limit) => compact_scoped(dir, wait, Some(limit), u64::MAX),
+        Plan::All => compact_scoped(dir, wait, None, Steps::new(u64::MAX)),
+        Plan::SmallLogs(limit) => compact_scoped(dir, wait, Some(limit), Steps::new(u64::MAX)),
     }
 }
 
@@ -175,7 +175,39 @@ pub fn compact_planned(dir: &Path, wait: bool, plan: Plan) -> Result<Compacted> 
 /// tests interrupt it at every point.
 #[doc(hidden)]
 pub fn compact_steps(dir: &Path, wait: bool, steps: u64) -> Result<Compacted> {
-    compact_scoped(dir, wait, None, steps)
+    compact_scoped(dir, wait, None, Steps::new(steps))
+}
+
+/// Where a compaction stands when [`compact_interleaved`] calls its hook.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// The sources are chosen and locked; nothing of them is read yet.
+    Locked,
+    /// The sources' logs and the truncation log are read, the live bytes known.
+    Read,
+    /// One of the durable steps of the module documentation is done (1 to 6; the
+    /// removal of the sources, step 4, is one step per file).
+    Step(u64),
+}
+
+/// [`compact`] (of what `plan` says) calling `hook` at every [`Stage`], where the
+/// tests interleave writes, truncations and reads with it deterministically.
+#[doc(hidden)]
+pub fn compact_interleaved(
+    dir: &Path,
+    plan: Plan,
+    hook: &mut dyn FnMut(Stage),
+) -> Result<Compacted> {
+    let steps = Steps {
+        left: u64::MAX,
+        done: 0,
+        hook: Some(hook),
+    };
+    match plan {
+        Plan::Nothing => Ok(Compacted::default()),
+        Plan::All => compact_scoped(dir, true, None, steps),
+        Plan::SmallLogs(limit) => compact_scoped(dir, true, Some(limit), steps),
+    }
 }
 
 /// A compaction of the ended writers' logs — those whose data log is at most
@@ -184,7 +216,7 @@ fn compact_scoped(
     dir: &Path,
     wait: bool,
     max_source: Option<u64>,
-    steps: u64,
+    mut steps: Steps,
 ) -> Result<Compacted> {
     layout::read_marker(dir)?;
     let kind = if wait {
@@ -202,22 +234,43 @@ fn compact_scoped(
         recovered: recover_locked(dir)?,
         ..Compacted::default()
     };
-    let mut budget = Budget(steps);
-    run(dir, &mut out, &mut budget, max_source)?;
+    run(dir, &mut out, &mut steps, max_source)?;
     Ok(out)
 }
 
-/// Counts down the steps a compaction may still take.
-struct Budget(u64);
+/// Counts down the steps a compaction may still take, and calls the tests' hook.
+struct Steps<'a> {
+    left: u64,
+    done: u64,
+    hook: Option<&'a mut dyn FnMut(Stage)>,
+}
 
-impl Budget {
-    /// False once the budget is spent: the caller stops where it is.
+impl Steps<'_> {
+    fn new(left: u64) -> Self {
+        Steps {
+            left,
+            done: 0,
+            hook: None,
+        }
+    }
+
+    /// A durable step is done. False once the budget is spent: the caller stops
+    /// where it is.
     fn step(&mut self) -> bool {
-        if self.0 == 0 {
+        if self.left == 0 {
             return false;
         }
-        self.0 -= 1;
+        self.left -= 1;
+        self.done += 1;
+        let done = self.done;
+        self.reached(Stage::Step(done));
         true
+    }
+
+    fn reached(&mut self, stage: Stage) {
+        if let Some(hook) = self.hook.as_mut() {
+            hook(stage);
+        }
     }
 }
 
@@ -244,23 +297,25 @@ fn ended_writers(dir: &Path, names: &[String]) -> Result<(Vec<String>, Vec<File>
     Ok((ended, locks, active))
 }
 
-fn run(
-    dir: &Path,
-    out: &mut Compacted,
-    budget: &mut Budget,
-    max_source: Option<u64>,
-) -> Result<()> {
+fn run(dir: &Path, out: &mut Compacted, budget: &mut Steps, max_source: Option<u64>) -> Result<()> {
     let mode = layout::read_marker(dir)?;
-    let truncations = layout::read_truncations(dir)?;
-    if !truncations.1.is_empty() {
-        return Err(damaged(dir, &truncations.1[0]));
-    }
     let names = layout::list_writers(dir)?;
     let (mut sources, _locks, active) = ended_writers(dir, &names)?;
     out.active = active;
     if let Some(limit) = max_source {
         // Large logs stay (locked until the end, like every ended writer's).
         sources.retain(|n| file_len(&layout::data_path(dir, n)) <= limit);
+    }
+    budget.reached(Stage::Locked);
+    // The truncations are read once the sources are locked (ended writers append
+    // nothing more): every truncation this compaction does not see is keyed after
+    // every record it rewrites, so it still cuts the compacted records, whatever
+    // keys they are merged under. (Read before the locks, a truncation appended in
+    // between and a record written after it by a writer that then ended would be a
+    // source's record the compaction orders, unseen truncation and all, after it.)
+    let truncations = layout::read_truncations(dir)?;
+    if !truncations.1.is_empty() {
+        return Err(damaged(dir, &truncations.1[0]));
     }
     let prunable = truncations.0.len() > 1;
     let empty = |n: &String| file_len(&layout::index_path(dir, n)) <= layout::LOG_HEADER as u64;
@@ -283,6 +338,7 @@ fn run(
     }
     let reader = Reader::from_logs_with(dir, logs, truncations.clone())?;
     let live = merge_keys(live_extents(&reader), oldest_kept_key(dir, &sources)?);
+    budget.reached(Stage::Read);
     if !worth {
         let live_bytes: u64 = live.values().flatten().map(|r| r.1).sum();
         let sum = |path: fn(&Path, &str) -> std::path::PathBuf| -> u64 {
@@ -494,7 +550,7 @@ fn write_set(
     truncations: &[Truncation],
     sources: &[String],
     out: &mut Compacted,
-    budget: &mut Budget,
+    budget: &mut Steps,
 ) -> Result<bool> {
     let tmp_data = dir.join(format!("{TEMP_PREFIX}data.{name}"));
     let tmp_index = dir.join(format!("{TEMP_PREFIX}index.{name}"));

@@ -318,6 +318,13 @@ impl Writer {
         self.buffer.len()
     }
 
+    /// Whether the next write may fill the buffer, so that the writer publishes a
+    /// record by itself (a caller that orders writers by when they wrote publishes the
+    /// others first).
+    pub fn publishes_at_next_write(&self) -> bool {
+        self.buffer.len() + 1 >= self.buffer_limit
+    }
+
     /// Lays this writer's unpublished writes that meet `[offset, offset + buf.len())`
     /// over `buf` (which holds the file as readers see it), in write order, reading
     /// them back from the data log: what a reader would return once they are

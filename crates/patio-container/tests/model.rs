@@ -7,8 +7,12 @@
 //! writer's write when that writer flushed in between. The harness flushes the other
 //! writers before each write, so the model is simply "apply in call order".
 
+#[path = "common/harness.rs"]
+mod harness;
+
+use harness::{bytes, Harness};
 use patio_container::compact::{compact_steps, recover};
-use patio_container::{check, compact, layout, stat, truncate, IndexMode, Reader, Writer};
+use patio_container::{check, compact, layout, IndexMode, Reader, Writer};
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -64,103 +68,11 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn bytes(seed: u8, offset: u64, len: usize) -> Vec<u8> {
-    (0..len as u64)
-        .map(|i| ((offset + i) as u8).wrapping_mul(31).wrapping_add(seed) | 1)
-        .collect()
-}
-
-struct Harness<'a> {
-    dir: &'a Path,
-    writers: Vec<Option<Writer>>,
-    dirty: Vec<bool>,
-    buffer: usize,
-    model: Vec<u8>,
-    /// A reader kept across checks and refreshed (incremental index load) at each.
-    last: Option<Reader>,
-}
-
-impl Harness<'_> {
-    fn writer(&mut self, w: usize) -> &mut Writer {
-        if self.writers[w].is_none() {
-            let mut wr = Writer::open(self.dir).unwrap();
-            wr.set_index_buffer(self.buffer);
-            self.writers[w] = Some(wr);
-        }
-        self.writers[w].as_mut().unwrap()
-    }
-
-    fn flush_others(&mut self, w: usize) {
-        for o in 0..self.writers.len() {
-            if o != w && self.dirty[o] {
-                self.writers[o].as_mut().unwrap().flush().unwrap();
-                self.dirty[o] = false;
-            }
-        }
-    }
-
-    fn write(&mut self, w: usize, offset: u64, data: &[u8]) {
-        self.flush_others(w);
-        self.writer(w).write_at(offset, data).unwrap();
-        self.dirty[w] = true;
-        let end = offset as usize + data.len();
-        if self.model.len() < end {
-            self.model.resize(end, 0);
-        }
-        self.model[offset as usize..end].copy_from_slice(data);
-    }
-
-    fn flush_all(&mut self) {
-        self.flush_others(usize::MAX);
-    }
-
-    fn check(&mut self, offset: u64, len: usize) {
-        self.flush_all();
-        let r = Reader::open(self.dir).unwrap();
-        assert!(r.damage().is_empty(), "{:?}", r.damage());
-        assert_eq!(r.size(), self.model.len() as u64, "size");
-        assert_eq!(
-            stat(self.dir).unwrap().size,
-            self.model.len() as u64,
-            "stat size"
-        );
-        let mut buf = vec![0xAAu8; len];
-        let n = r.read_at(&mut buf, offset).unwrap();
-        let start = (offset as usize).min(self.model.len());
-        let end = (offset as usize + len).min(self.model.len());
-        assert_eq!(n, end - start, "read length at {offset}+{len}");
-        assert!(
-            buf[..n] == self.model[start..end],
-            "bytes at {offset}+{len}"
-        );
-        let mut whole = vec![0u8; self.model.len()];
-        assert_eq!(r.read_at(&mut whole, 0).unwrap(), self.model.len());
-        assert!(whole == self.model, "whole file");
-        let kept = match self.last.take() {
-            Some(old) => old.refresh().unwrap(),
-            None => r,
-        };
-        assert!(kept.damage().is_empty(), "{:?}", kept.damage());
-        assert_eq!(kept.size(), self.model.len() as u64, "refreshed size");
-        let mut again = vec![0u8; self.model.len()];
-        assert_eq!(kept.read_at(&mut again, 0).unwrap(), self.model.len());
-        assert!(again == self.model, "whole file through a refreshed reader");
-        self.last = Some(kept);
-    }
-}
-
 fn run(mode: IndexMode, buffer: usize, ops: Vec<Op>) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("file");
     patio_container::layout::create(&dir, mode).unwrap();
-    let mut h = Harness {
-        dir: &dir,
-        writers: (0..3).map(|_| None).collect(),
-        dirty: vec![false; 3],
-        buffer,
-        model: Vec::new(),
-        last: None,
-    };
+    let mut h = Harness::new(&dir, 3, buffer);
     for op in ops {
         match op {
             Op::Write {
@@ -185,25 +97,9 @@ fn run(mode: IndexMode, buffer: usize, ops: Vec<Op>) {
                     }
                 }
             }
-            Op::Flush { w } => {
-                if h.writers[w].is_some() {
-                    h.flush_others(w);
-                    h.writers[w].as_mut().unwrap().flush().unwrap();
-                    h.dirty[w] = false;
-                }
-            }
-            Op::Reopen { w } => {
-                if let Some(wr) = h.writers[w].take() {
-                    h.flush_others(w);
-                    wr.close().unwrap();
-                    h.dirty[w] = false;
-                }
-            }
-            Op::Truncate { size } => {
-                h.flush_all();
-                truncate(&dir, size).unwrap();
-                h.model.resize(size as usize, 0);
-            }
+            Op::Flush { w } => h.flush(w),
+            Op::Reopen { w } => h.close(w),
+            Op::Truncate { size } => h.truncate(size),
             Op::Check { offset, len } => h.check(offset, len),
             Op::Compact { steps } => {
                 h.flush_all();

@@ -17,6 +17,7 @@ mod container;
 mod detect;
 mod lookup;
 mod prefetch;
+mod stress;
 mod traces;
 pub mod workloads;
 
@@ -83,6 +84,11 @@ pub enum BenchCommand {
     /// original (independent and collective MPI-IO) vs the reorganized container (see
     /// `patio bench reorg --help`).
     Reorg(crate::python::Passthrough),
+    /// A model-checked exerciser of a directory (a mount): processes and threads run
+    /// random writes, reads, truncations, copies, fallocate, reopens on a few files and
+    /// check every read against a byte model of each file (not a benchmark: a stress
+    /// test; see `patio bench stress --help`).
+    Stress(stress::Args),
 }
 
 /// A benchmark implemented in Python: exits as it exits.
@@ -114,6 +120,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Layout(args) => python_bench("bench-layout", &args),
         BenchCommand::Amr(args) => python_bench("bench-amr", &args),
         BenchCommand::Reorg(args) => python_bench("bench-reorg", &args),
+        BenchCommand::Stress(args) => stress::run(args),
     }
 }
 

@@ -63,6 +63,11 @@ impl Shared {
             let mut inner = lock(&f.inner);
             inner.handles = inner.handles.saturating_sub(1);
             let mut closed = false;
+            // Writers this release closes publish with (not before) those that wrote
+            // before them; an error cannot reach the application (close has returned).
+            if self.publish_locked(f, &mut inner).is_err() {
+                inner.changed();
+            }
             for pid in lock(&h.pids).iter() {
                 let Some(w) = inner.procs.get(pid).cloned() else {
                     continue;
@@ -122,6 +127,10 @@ impl Shared {
         states.extend(lock(&self.orphans).iter().cloned());
         for f in &states {
             let mut inner = lock(&f.inner);
+            // In the order they wrote (see `Shared::publish_locked`).
+            if self.publish_locked(f, &mut inner).is_err() {
+                inner.changed();
+            }
             let procs: Vec<_> = inner.procs.values().cloned().collect();
             for w in procs {
                 if let Ok(Some(_)) = self.close_writer(&mut lock(&w)) {

@@ -6,7 +6,7 @@
 //! lets them write on).
 
 use super::now_ns;
-use super::state::{FileState, Handle, Shared, Writing};
+use super::state::{FileInner, FileState, Handle, Shared, Writing};
 use crate::fusekit::{lock, R};
 use fuser::{FileHandle, Request};
 use patio_container::{tools, Appended, Reader, Writer};
@@ -69,6 +69,16 @@ impl Shared {
         let w = self.writing_for(&h, pid);
         let mut g = lock(&w);
         self.live()?;
+        if g.writer
+            .as_ref()
+            .is_some_and(|w| w.publishes_at_next_write())
+        {
+            // It would publish a record by itself, ahead of writers that wrote before
+            // it and have not published yet: they publish first.
+            drop(g);
+            self.publish_pending(&h.file)?;
+            g = lock(&w);
+        }
         if g.writer.is_none() {
             let dir = h.file.dir();
             // An ended writer's logs when there are some small enough, else new ones.
@@ -110,10 +120,21 @@ impl Shared {
 
     /// Publishes the unpublished writes of every writer of `f`.
     pub(super) fn publish_pending(&self, f: &FileState) -> R<()> {
+        if f.unpublished.load(Ordering::Acquire) == 0 {
+            return Ok(());
+        }
+        self.publish_locked(f, &mut lock(&f.inner))
+    }
+
+    /// [`Shared::publish_pending`] under the file's lock. Every path that publishes
+    /// one writer (a close, a flush) publishes the others with it, in the order they
+    /// became dirty: records are ordered by when they are published, so a writer that
+    /// published alone would win over earlier unpublished writes of others, and lose
+    /// to their later ones, whatever the order the writes were made in.
+    pub(super) fn publish_locked(&self, f: &FileState, inner: &mut FileInner) -> R<()> {
         if f.unpublished.swap(0, Ordering::AcqRel) == 0 {
             return Ok(());
         }
-        let mut inner = lock(&f.inner);
         let mut procs: Vec<_> = inner.procs.values().cloned().collect();
         procs.sort_by_key(|w| lock(w).dirty_since);
         for w in procs {
@@ -225,6 +246,7 @@ impl Shared {
     /// Flushes the writers of `f`: of process `pid` only, or all of them.
     pub(super) fn flush_writers(&self, f: &FileState, pid: Option<u32>) -> R<()> {
         let mut inner = lock(&f.inner);
+        self.publish_locked(f, &mut inner)?;
         let procs: Vec<_> = match pid {
             Some(p) => inner.procs.get(&p).cloned().into_iter().collect(),
             None => inner.procs.values().cloned().collect(),
