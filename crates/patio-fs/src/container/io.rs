@@ -69,12 +69,18 @@ impl Shared {
         let w = self.writing_for(&h, pid);
         let mut g = lock(&w);
         self.live()?;
-        if g.writer
+        let (start, end) = (offset, offset + data.len() as u64);
+        let id = Arc::as_ptr(&w) as usize;
+        // Publish first (every dirty writer, in the order they became dirty) when this
+        // writer would publish a record by itself, ahead of writers that wrote before
+        // it and have not published yet, or when it has older unpublished writes and
+        // this one overlaps what a writer dirty since after them has not published:
+        // either way this write would otherwise be ordered before writes made before it.
+        let full = g
+            .writer
             .as_ref()
-            .is_some_and(|w| w.publishes_at_next_write())
-        {
-            // It would publish a record by itself, ahead of writers that wrote before
-            // it and have not published yet: they publish first.
+            .is_some_and(|w| w.publishes_at_next_write());
+        if full || (g.dirty && lock(&h.file.pending).must_publish(id, g.dirty_since, start, end)) {
             drop(g);
             self.publish_pending(&h.file)?;
             g = lock(&w);
@@ -103,6 +109,7 @@ impl Shared {
         }
         g.dirty = true;
         g.unsynced = true;
+        lock(&h.file.pending).note(id, g.dirty_since, start, end);
         // Under the writer's lock: a truncation (which takes every writer's lock)
         // sees this write either entirely before or entirely after it.
         let f = &h.file;
@@ -135,6 +142,7 @@ impl Shared {
         if f.unpublished.swap(0, Ordering::AcqRel) == 0 {
             return Ok(());
         }
+        lock(&f.pending).clear();
         let mut procs: Vec<_> = inner.procs.values().cloned().collect();
         procs.sort_by_key(|w| lock(w).dirty_since);
         for w in procs {
@@ -332,6 +340,7 @@ impl Shared {
             self.counters.truncations.fetch_add(1, Ordering::Relaxed);
         }
         f.unpublished.store(0, Ordering::Release);
+        lock(&f.pending).clear();
         f.live_end.store(0, Ordering::Release);
         f.last_write_ns.store(now_ns(), Ordering::Release);
         self.compactor.request(&dir, size == 0);

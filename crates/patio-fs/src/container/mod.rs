@@ -91,6 +91,7 @@ mod dispatch;
 mod handles;
 mod io;
 mod namespace;
+mod pending;
 mod state;
 #[cfg(test)]
 mod tests;

@@ -3,6 +3,7 @@
 //! (inodes, handles, counters), with the lookups every request starts with.
 
 use super::compactor::Compactor;
+use super::pending::Pending;
 use super::UNLINKED_PREFIX;
 use crate::fusekit::{self, enoent, errno_of, lock, Handles, Inodes, Listings, R};
 use crate::tracing::process_of;
@@ -120,6 +121,8 @@ pub(super) struct FileState {
     pub(super) inner: Mutex<FileInner>,
     /// Writes since the last publish check (a hint: readers publish when non-zero).
     pub(super) unpublished: AtomicU64,
+    /// The byte ranges of the writers' unpublished writes (see `pending`).
+    pub(super) pending: Mutex<Pending>,
     /// End of the furthest write through the mount since the last truncation.
     pub(super) live_end: AtomicU64,
     pub(super) last_write_ns: AtomicU64,
@@ -146,6 +149,7 @@ impl FileState {
                 unlinked: false,
             }),
             unpublished: AtomicU64::new(0),
+            pending: Mutex::new(Pending::default()),
             live_end: AtomicU64::new(0),
             last_write_ns: AtomicU64::new(0),
             ino: AtomicU64::new(0),
