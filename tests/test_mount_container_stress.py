@@ -7,6 +7,10 @@ byte model of each file. Here it runs for seconds per case, with the mount's def
 compaction and with thresholds that make it compact after nearly every truncation and
 close; ``bench/container_stress.py`` runs it for minutes. The exerciser itself is
 checked to catch a corrupted byte, and its bad inputs to be one-line errors.
+
+Crash points: a mount killed (SIGKILL, by its fault-injection variable) at each
+durable step of a compaction comes back, mounted again, with the file as the model
+has it and no compaction leftovers once it compacts again.
 """
 
 from __future__ import annotations
@@ -124,3 +128,74 @@ def test_bad_inputs_are_one_line_errors(base: Path, args: list[str], message: st
     done = subprocess.run([patio_binary(), "bench", "stress", *argv],
                           capture_output=True, text=True, timeout=60, check=False)
     one_line_error(done, message)
+
+
+KILL_ENV = "PATIO_TEST_KILL_COMPACTION_AT"
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 4, 5, 6, 7, 8])
+def test_a_mount_killed_inside_a_compaction_comes_back_with_the_file(
+    base: Path, mount: Any, monkeypatch: pytest.MonkeyPatch, step: int
+) -> None:
+    """The mount kills itself (SIGKILL) at a compaction's ``step``-th durable step
+    (temporary logs written, data log renamed, published, each source file removed,
+    truncations pruned, manifest removed). Every operation before is closed (so
+    durable against a killed daemon); mounted again, the file equals the model — or,
+    for the one operation the kill interrupted, the model before or after it."""
+    monkeypatch.setenv(KILL_ENV, str(step))
+    m = mount(*AGGRESSIVE)
+    monkeypatch.delenv(KILL_ENV)
+    path = m.mnt / "f"
+    rng = random.Random(step)
+    model = bytearray()
+    candidates: list[bytes] = []
+    for _ in range(400):
+        before = bytes(model)
+        op = rng.random()
+        try:
+            if op < 0.5:
+                off, n = rng.randrange(0, 96 << 10), rng.randrange(1, 24 << 10)
+                data = rng.randbytes(n)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    os.pwrite(fd, data, off)
+                finally:
+                    os.close(fd)
+                model.extend(bytes(max(0, off + n - len(model))))
+                model[off : off + n] = data
+            elif op < 0.8:
+                size = rng.choice([0, rng.randrange(0, 128 << 10)])
+                if path.exists():
+                    os.truncate(path, size)
+                    del model[size:]
+                    model.extend(bytes(size - len(model)))
+            else:
+                data = rng.randbytes(rng.randrange(1, 64 << 10))
+                path.write_bytes(data)
+                model[:] = data
+        except OSError:
+            # The kill came during this operation.
+            candidates = [before, bytes(model)]
+            break
+        # Long enough for the background compaction (20 ms after a close or
+        # truncation, 100 ms once nobody has the file open) to start.
+        try:
+            m.proc.wait(timeout=0.15)
+            candidates = [bytes(model)]
+            break
+        except subprocess.TimeoutExpired:
+            pass
+    assert candidates, f"no compaction reached step {step}"
+    # The dead mount's point answers ENOTCONN until it is detached.
+    subprocess.run(["fusermount3", "-u", "-z", str(m.mnt)], check=False, timeout=30)
+    m.cleanup()
+    again = mount(name="mnt2")
+    got = (again.mnt / "f").read_bytes() if (again.mnt / "f").exists() else b""
+    assert any(got == c for c in candidates), (len(got), [len(c) for c in candidates])
+    # The next compaction (at rest) recovers what the killed one left; all clean.
+    again.stop()
+    check = subprocess.run([patio_binary(), "container", "check", str(again.backend / "f")],
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
+    left = [n for n in os.listdir(again.backend / "f") if n.startswith((".compact.", "compacted."))]
+    assert not left, left

@@ -20,7 +20,7 @@
 //! sees the compacted set. Failures do not reach applications: they are counted and
 //! the first is reported when the mount ends.
 
-use patio_container::compact::{compact_planned, plan, Thresholds};
+use patio_container::compact::{compact_interleaved, compact_planned, plan, Stage, Thresholds};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -152,12 +152,27 @@ impl Compactor {
     }
 }
 
+/// Fault injection for the crash tests: with `PATIO_TEST_KILL_COMPACTION_AT=N` in its
+/// environment the mount kills itself (SIGKILL) when a compaction has done its N-th
+/// durable step (`patio_container::compact`'s module documentation lists them).
+const KILL_AT_ENV: &str = "PATIO_TEST_KILL_COMPACTION_AT";
+
 fn run_one(dir: &Path, force: bool, t: &Thresholds, c: &CompactionCounters) {
     if !patio_container::layout::is_container(dir) {
         // Unlinked or renamed since it was queued.
         return;
     }
-    let result = plan(dir, t, force).and_then(|p| compact_planned(dir, true, p).map(Some));
+    let kill_at: Option<u64> = std::env::var(KILL_AT_ENV).ok().and_then(|v| v.parse().ok());
+    let result = plan(dir, t, force).and_then(|p| match kill_at {
+        None => compact_planned(dir, true, p).map(Some),
+        Some(n) => compact_interleaved(dir, p, &mut |stage| {
+            if stage == Stage::Step(n) {
+                // SAFETY: kill(2) of this process; nothing to uphold.
+                unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+            }
+        })
+        .map(Some),
+    });
     match result {
         Ok(Some(done)) if done.sources > 0 => {
             c.runs.fetch_add(1, Ordering::Relaxed);
