@@ -73,6 +73,7 @@ def test_random_operations_under_background_compaction_match_the_model(
     assert report["ops"] == ops
     counts = report["counts"]
     assert counts["truncate"] > 0 and counts["copy_file_range"] > 0 and counts["read"] > 0
+    assert report["fallocate_supported"] and counts["fallocate"] > 0
     stats = summary(m.stop())
     # The compaction ran meanwhile (the point of the test).
     assert int(stats["compactions"].split()[0].replace(",", "")) > 0, stats

@@ -90,7 +90,9 @@ pub enum MountCommand {
     /// file system's: what close(2) returned for survives the daemon being killed
     /// (SIGKILL), not a power loss; fsync(2) of a file and unmount sync to the backend's
     /// disk. Sizes are right while files are being written;
-    /// truncate, unlink, rename, chmod and chown work; hard and symbolic links do not.
+    /// truncate, fallocate (allocating, zeroing and punching ranges: zeros are
+    /// written, a container keeps no holes of its own), unlink, rename, chmod and
+    /// chown work; hard and symbolic links do not.
     /// Permissions are enforced by the kernel (default_permissions) against each
     /// container directory's mode and owner.
     ///

@@ -7,7 +7,7 @@
 
 use super::now_ns;
 use super::state::{FileInner, FileState, Handle, Shared, Writing};
-use crate::fusekit::{lock, R};
+use crate::fusekit::{errno_of, lock, R};
 use fuser::{FileHandle, Request};
 use patio_container::{tools, Appended, Reader, Writer};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -344,6 +344,59 @@ impl Shared {
         f.live_end.store(0, Ordering::Release);
         f.last_write_ns.store(now_ns(), Ordering::Release);
         self.compactor.request(&dir, size == 0);
+        Ok(())
+    }
+}
+
+/// Zeros written at a time by `fallocate`.
+const ZERO_CHUNK: u64 = 1 << 20;
+
+impl Shared {
+    /// `fallocate(2)` of handle `fh`. A container stores neither preallocated space
+    /// nor holes of its own: plain allocation (mode 0) extends the size like a
+    /// truncation up (the new bytes read as zeros), `FALLOC_FL_KEEP_SIZE` alone does
+    /// nothing, and `FALLOC_FL_PUNCH_HOLE` / `FALLOC_FL_ZERO_RANGE` write zeros through
+    /// the caller's writer (they cost data-log bytes, reclaimed by compaction when
+    /// overwritten); with `FALLOC_FL_KEEP_SIZE` the zeros stop at the end of the
+    /// file. Collapsing, inserting and unsharing ranges are not supported.
+    pub(super) fn fallocate(
+        &self,
+        req: &Request,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+    ) -> R<()> {
+        use libc::FALLOC_FL_ZERO_RANGE as ZERO;
+        use libc::{FALLOC_FL_KEEP_SIZE as KEEP, FALLOC_FL_PUNCH_HOLE as PUNCH};
+        if mode & !(KEEP | PUNCH | ZERO) != 0 {
+            return Err(errno_of(libc::EOPNOTSUPP));
+        }
+        // As Linux: a hole is punched only with the size kept, never with zeroing too.
+        if (mode & PUNCH != 0 && (mode & KEEP == 0 || mode & ZERO != 0)) || length == 0 {
+            return Err(errno_of(libc::EINVAL));
+        }
+        let end = offset
+            .checked_add(length)
+            .filter(|&e| e <= i64::MAX as u64)
+            .ok_or_else(|| errno_of(libc::EFBIG))?;
+        let h = self.handle(fh)?;
+        self.live()?;
+        let size = self.size_now(&h.file)?;
+        let keep = mode & KEEP != 0;
+        if mode & (PUNCH | ZERO) != 0 {
+            let zero_end = if keep { end.min(size) } else { end };
+            let zeros = vec![0u8; ZERO_CHUNK.min(zero_end.saturating_sub(offset)) as usize];
+            let mut at = offset;
+            while at < zero_end {
+                let n = (zero_end - at).min(ZERO_CHUNK) as usize;
+                self.write(req, fh, at, &zeros[..n])?;
+                at += n as u64;
+            }
+        }
+        if !keep && end > self.size_now(&h.file)? {
+            self.truncate(&h.file, end)?;
+        }
         Ok(())
     }
 }

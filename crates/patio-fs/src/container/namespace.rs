@@ -7,7 +7,7 @@ use super::state::{FileState, Shared};
 use super::{from_ns, time_ns, UNLINKED_PREFIX};
 use crate::fusekit::{self, enoent, errno, errno_of, lock, sys, DirItem, Listings, R, ROOT};
 use fuser::{FileAttr, FileHandle, FileType, INodeNo, RenameFlags, Request, TimeOrNow};
-use patio_container::{layout, tools};
+use patio_container::{layout, tools, QuickStat};
 use std::fs::{self, Metadata};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -18,18 +18,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 impl Shared {
-    /// Attributes of the container at `dir` (`state`: its open state, if any).
-    pub(super) fn file_attr(
-        &self,
-        ino: u64,
-        dir: &Path,
-        m: &Metadata,
-        state: Option<&FileState>,
-    ) -> R<FileAttr> {
+    /// The container's `stat` at `dir`: the one `state` keeps while it is fresh (the
+    /// attribute lifetime), else read from the meta files (and kept).
+    fn quick_stat(&self, dir: &Path, state: Option<&FileState>) -> R<QuickStat> {
         let kept = state
             .and_then(|s| *lock(&s.quick))
             .filter(|(at, _)| at.elapsed() < self.ttl);
-        let quick = match kept {
+        Ok(match kept {
             Some((_, q)) => q,
             None => {
                 let q = tools::stat(dir).map_err(|e| self.fail(&e))?;
@@ -38,7 +33,25 @@ impl Shared {
                 }
                 q
             }
-        };
+        })
+    }
+
+    /// The size of open file `f` as `getattr` reports it: its container's, or the end
+    /// of the furthest write through the mount since the last truncation.
+    pub(super) fn size_now(&self, f: &FileState) -> R<u64> {
+        let quick = self.quick_stat(&f.dir(), Some(f))?;
+        Ok(quick.size.max(f.live_end.load(Ordering::Acquire)))
+    }
+
+    /// Attributes of the container at `dir` (`state`: its open state, if any).
+    pub(super) fn file_attr(
+        &self,
+        ino: u64,
+        dir: &Path,
+        m: &Metadata,
+        state: Option<&FileState>,
+    ) -> R<FileAttr> {
+        let quick = self.quick_stat(dir, state)?;
         let (live_end, last_write) = state.map_or((0, 0), |s| {
             (
                 s.live_end.load(Ordering::Acquire),
