@@ -8,8 +8,8 @@ background compaction did meanwhile.
 Two workload shapes alternate from run to run (seed = run number):
 
 * ``fsx`` — one process, one thread, one file of at most 256 KiB, one descriptor for
-  the whole run (one writer, rolled over by truncations): the shape of xfstests'
-  ``fsx -N 100000 -R -W``;
+  the whole run (one writer, rolled over by truncations), the size checked after
+  every operation: the shape of xfstests' ``fsx -N 100000 -R -W``;
 * ``shared`` — 2 processes × 2 threads on 3 files, reopening (sometimes with
   ``O_TRUNC``): several writers per file, ended and taken over all the time.
 
@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from container_fuse import Mount, patio_binary
 
 SHAPES = {
-    "fsx": ["--procs", "1", "--threads", "1", "--files", "1", "--skip", "reopen"],
+    "fsx": ["--procs", "1", "--threads", "1", "--files", "1", "--skip", "reopen", "--size-checks"],
     "shared": ["--procs", "2", "--threads", "2", "--files", "3"],
 }
 AGGRESSIVE = ["--compact-max-logs", "2", "--compact-min-dead", "0"]

@@ -32,7 +32,7 @@ from test_mount_trace import one_line_error, scratch, started
 
 SHAPES = {
     # xfstests' fsx: one process, one descriptor, one file.
-    "fsx": ["--procs", "1", "--threads", "1", "--files", "1", "--skip", "reopen"],
+    "fsx": ["--procs", "1", "--threads", "1", "--files", "1", "--skip", "reopen", "--size-checks"],
     # Several writers per file, ended and taken over all the time.
     "shared": ["--procs", "2", "--threads", "2", "--files", "3"],
 }

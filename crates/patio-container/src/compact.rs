@@ -660,14 +660,16 @@ fn prune_truncations(dir: &Path, seen: &[Truncation]) -> Result<u64> {
     if !damage.is_empty() || now.is_empty() {
         return Ok(0);
     }
-    // The oldest record of a log whose truncations are not applied yet.
+    // The oldest key after which some log still needs truncations: a log's records
+    // are cut by every truncation keyed after its first record, except those its
+    // compaction applied already (up to its clipped key). A compacted log set needs
+    // every truncation after its clipped key, even when all its records are older:
+    // they are the truncations its compaction did not see.
     let mut oldest = u64::MAX;
     for name in layout::list_writers(dir)? {
         match WriterMeta::read(&layout::meta_path(dir, &name)) {
             Some(m) if m.first_key == 0 => {}
-            Some(m) if m.clipped >= m.last_key => {}
-            Some(m) if m.clipped > 0 => oldest = oldest.min(m.clipped),
-            Some(m) => oldest = oldest.min(m.first_key),
+            Some(m) => oldest = oldest.min(m.first_key.max(m.clipped)),
             None => {
                 if file_len(&layout::index_path(dir, &name)) > layout::LOG_HEADER as u64 {
                     return Ok(0);

@@ -161,3 +161,28 @@ fn a_truncation_and_an_ended_writer_during_a_compaction_cut_what_they_cut() {
         run(mode, before.clone(), during.clone(), false);
     }
 }
+
+/// A compacted log set whose records are all older than the truncations its
+/// compaction applied still needs every truncation after them: pruned by a later
+/// compaction that did not take it (a writer had taken the set over), a truncation
+/// down followed by one up brought back the bytes the first had cut.
+#[test]
+fn truncations_a_compacted_set_has_not_seen_are_kept_for_it() {
+    for mode in [IndexMode::Pattern, IndexMode::Raw] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("file");
+        layout::create(&dir, mode).unwrap();
+        let mut h = Harness::new(&dir, 2, 8);
+        h.write(0, 0, &bytes(7, 0, 1000));
+        h.close(0);
+        h.truncate(2000);
+        compact(&dir, true).unwrap();
+        // A writer takes the compacted set over (and writes nothing yet).
+        h.reuse(1, SMALL);
+        assert!(h.writers[1].is_some(), "the compacted set was taken over");
+        h.truncate(100);
+        h.truncate(1500);
+        compact(&dir, true).unwrap();
+        h.check(0, 1500);
+    }
+}

@@ -60,6 +60,9 @@ pub struct Args {
     /// (one writer) per process for the whole run, as xfstests' fsx does.
     #[arg(long, value_delimiter = ',')]
     skip: Vec<String>,
+    /// Check the size (`fstat`) after every operation, as fsx does.
+    #[arg(long)]
+    size_checks: bool,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -364,6 +367,7 @@ fn coordinator(args: Args) -> Result<()> {
             .args(["--max-size", &args.max_size.to_string()])
             .args(["--max-op", &args.max_op.to_string()])
             .args(args.skip.iter().flat_map(|s| ["--skip", s.as_str()]))
+            .args(args.size_checks.then_some("--size-checks"))
             .args(["--worker", &id.to_string()])
             .arg("--state")
             .arg(state.path())
@@ -775,6 +779,13 @@ impl Thread<'_> {
                         .expect("opened")
                         .sync_all()
                         .map_err(|e| fail(m, format!("fsync: {e}")))?;
+                }
+            }
+            if self.args.size_checks {
+                let (len, f) = (m.len(), fd_slot.as_ref().expect("opened"));
+                let size = f.metadata().map_err(|e| fail(m, format!("fstat: {e}")))?.len();
+                if size != len {
+                    return Err(fail(m, format!("fstat after {}: size {size:#x}, the model has {len:#x}", op.name())));
                 }
             }
             Ok(())

@@ -15,7 +15,7 @@
 mod logs;
 mod refresh;
 
-use self::logs::{decode_log, extend_log, file_identity, load_log, parallel_map};
+use self::logs::{decode_log, extend_log, load_log, parallel_map};
 pub use self::logs::{pack_logs, read_logs, unpack_logs, LogBytes};
 use crate::delta::Delta;
 use crate::error::{ContainerError, Result};
@@ -103,8 +103,6 @@ pub struct Reader {
     truncations: Vec<layout::Truncation>,
     /// The newest record or truncation key applied.
     newest_key: u64,
-    /// `(device, inode, length)` of the truncation log when it was read.
-    truncation_log: Option<(u64, u64, u64)>,
     /// Whether every writer's records were merged for this reader (else a refresh
     /// applied the newer ones over a previous reader's merged index).
     merged_anew: bool,
@@ -160,15 +158,12 @@ impl Reader {
         if prev.is_none() {
             layout::read_marker(dir)?;
         }
-        // The truncation log only grows (or is replaced by a compaction's rewrite): the
-        // same file of the same length holds what `prev` read.
-        let truncation_log = file_identity(&dir.join(layout::TRUNCATES));
-        let truncations = match prev {
-            Some(p) if truncation_log.is_some() && p.truncation_log == truncation_log => {
-                (p.truncations.clone(), Vec::new())
-            }
-            _ => layout::read_truncations(dir)?,
-        };
+        // The truncation log is read whole every time: a compaction replaces it by a
+        // rewritten one, and a file's identity cannot tell the two apart (a file
+        // system hands a freed inode number out again, and a pruned log soon has its
+        // old length again: a reader that took it for unchanged served what a newer
+        // truncation had cut). It is a few records long (compaction prunes it).
+        let truncations = layout::read_truncations(dir)?;
         let names = layout::list_writers(dir)?;
         let known: std::collections::HashMap<&str, &WriterLog> = prev
             .into_iter()
@@ -193,13 +188,11 @@ impl Reader {
             writers.push(w);
         }
         if let Some(prev) = prev {
-            if let Some(mut r) = Self::extend(prev, &mut writers, &damage, &truncations) {
-                r.truncation_log = truncation_log;
+            if let Some(r) = Self::extend(prev, &mut writers, &damage, &truncations) {
                 return Ok(Some(r));
             }
         }
-        let mut reader = Self::build(dir, writers, damage, truncations)?;
-        reader.truncation_log = truncation_log;
+        let reader = Self::build(dir, writers, damage, truncations)?;
         for (chunk, w) in reader.writers.iter().enumerate() {
             let path = layout::data_path(dir, &w.name);
             match File::open(&path) {
@@ -302,7 +295,6 @@ impl Reader {
             index: Arc::new(index),
             truncations,
             newest_key,
-            truncation_log: None,
             merged_anew: true,
             stats,
             damage,

@@ -107,7 +107,6 @@ impl Reader {
         }
         let mut all = self.truncations.clone();
         all.extend_from_slice(truncations);
-        // The truncation log's length is not known here: the next refresh reads it.
         Self::extended(self, writers, all).ok()
     }
 
@@ -175,7 +174,6 @@ impl Reader {
             delta,
             truncations,
             newest_key,
-            truncation_log: None,
             merged_anew: false,
             stats,
             damage: Vec::new(),
