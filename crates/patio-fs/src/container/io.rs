@@ -217,6 +217,7 @@ impl Shared {
     pub(super) fn read(&self, fh: FileHandle, offset: u64, size: u32) -> R<Vec<u8>> {
         let h = self.handle(fh)?;
         self.live()?;
+        let mut restated = false;
         let (buf, n) = loop {
             let solo = self.overlay_or_publish(&h.file)?;
             let reader = self.reader_of(&h.file)?;
@@ -239,6 +240,15 @@ impl Shared {
                             .map_err(|e| self.fail(&e))?,
                     );
                 }
+            }
+            // Never short where the file is longer: a read that ends before the size
+            // `getattr` reports (the container's meta files, which another mount of the
+            // same backend updates) found the cached view stale; it is refreshed from
+            // the backend and the read made again, once.
+            if n < size as usize && !restated && self.size_now(&h.file)? > offset + n as u64 {
+                restated = true;
+                lock(&h.file.inner).changed();
+                continue;
             }
             break (buf, n);
         };
@@ -277,9 +287,16 @@ impl Shared {
 
     /// `fsync(2)` of file `f`: publishes every writer's writes, then syncs every log of
     /// the container (those of writers ended without a sync too) and its truncation log.
+    ///
+    /// It also ends this mount's cached view of the file (reader and `stat`): the next
+    /// read and `getattr` see what every writer, through any mount of the backend,
+    /// published before — so MPI-IO's sync-barrier-sync rule holds between nodes.
     pub(super) fn sync_file(&self, f: &FileState) -> R<()> {
         self.flush_writers(f, None)?;
-        tools::sync(&f.dir()).map_err(|e| self.fail(&e))
+        tools::sync(&f.dir()).map_err(|e| self.fail(&e))?;
+        lock(&f.inner).changed();
+        *lock(&f.quick) = None;
+        Ok(())
     }
 
     /// Whether a truncation of a file to `size` closes `writer`: when its data log
