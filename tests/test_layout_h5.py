@@ -4,6 +4,7 @@ concurrent recorders, crash-safe builds, stale replicas never served, the budget
 
 from __future__ import annotations
 
+import io
 import multiprocessing
 import os
 import signal
@@ -339,6 +340,36 @@ def test_stale_replicas_are_never_served(tmp_path: Path) -> None:
         assert np.array_equal(f["a"][0, :], np.full(32, 7.0))
     kb = KnowledgeBase(p)
     assert next(r for r in kb.replicas() if r.id == rid2).state == "stale"
+    kb.close()
+
+
+def test_a_rewrite_with_its_modification_time_restored_is_seen(tmp_path: Path) -> None:
+    """Rewritten in place (same size, same inode) and the mtime put back, as ``cp -p``,
+    ``rsync -t`` or a restore from backup do: the change time still moves, so the
+    replica's checksum is taken again, the replica goes stale and the new values come
+    back (in a new process, as a user would see it)."""
+    p = tmp_path / "r.h5"
+    make_file(p, (32, 32))
+    kb = KnowledgeBase(p)
+    rid = replicas.build(kb, str(p), "/a", "transposed", {"axes": [1, 0]})
+    kb.close()
+    st = os.stat(p)
+    with h5py.File(p, "r+") as f:
+        f["a"][:, :] = -f["a"][:, :]
+        want = f["a"][:, :]
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = os.stat(p)
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (st.st_size, st.st_mtime_ns, st.st_ino)
+    code = (
+        "import sys, numpy as np, patio.h5 as ph5\n"
+        "with ph5.File(sys.argv[1]) as f:\n"
+        "    np.save(sys.stdout.buffer, f['a'][:, :])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True,
+                         check=True, timeout=120).stdout
+    assert np.array_equal(np.load(io.BytesIO(out)), want)
+    kb = KnowledgeBase(p)
+    assert next(r for r in kb.replicas() if r.id == rid).state == "stale"
     kb.close()
 
 

@@ -13,6 +13,8 @@
 //!   a block index, for random access.
 //! * [`trace`] — the trace model with its native and CSV formats, and
 //!   [`capture`] — the raw per-process files of the LD_PRELOAD tracer.
+//! * [`version`] — the file-version rule (has this file changed?) every cache,
+//!   replica and plan of patio checks.
 //!
 //! The crate has no threads, no I/O beyond reading and writing trace files, and knows
 //! nothing of FUSE, MPI, Python or the CLI.
@@ -37,6 +39,7 @@ pub mod table;
 pub mod trace;
 pub mod tree;
 pub mod unit;
+pub mod version;
 
 pub use detect::Detector;
 pub use error::{CoreError, Result};
@@ -44,3 +47,4 @@ pub use map::{Extent, Lookup, PatternMap};
 pub use table::ExtentTable;
 pub use tree::{Body, Node, PatternSeq, Piece};
 pub use unit::{PatternUnit, Shape};
+pub use version::FileVersion;

@@ -10,6 +10,7 @@
 //!   the container tools, the native half of `patio.Container` and `patio.mpi`;
 //! * [`store`] — `StorageModel`, the striped storage model (presets, parameters, the
 //!   many-client simulator and the eq 3.1 / eq 4.1 count inputs);
+//! * [`version`] — `file_version`, the core's file-version rule;
 //! * [`convert`] — NumPy/sequence conversions, error mapping and allocation guards.
 //!
 //! Errors from patio-core surface as `ValueError` (or `OSError` for file access) with
@@ -25,6 +26,7 @@ mod prefetch;
 mod seq;
 mod store;
 mod trace;
+mod version;
 
 use pyo3::prelude::*;
 
@@ -39,6 +41,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(prefetch::open_prefetch_stream, m)?)?;
     m.add_function(wrap_pyfunction!(prefetch::prefetch_stats, m)?)?;
     m.add_function(wrap_pyfunction!(seq::detect, m)?)?;
+    m.add_function(wrap_pyfunction!(version::file_version, m)?)?;
     m.add_function(wrap_pyfunction!(seq::analyze_stream, m)?)?;
     m.add_function(wrap_pyfunction!(trace::read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(trace::write_trace_csv, m)?)?;

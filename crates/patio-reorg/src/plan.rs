@@ -25,7 +25,6 @@ use patio_core::analysis::{analyze_stream, Kind};
 use patio_core::{Detector, ExtentTable};
 use patio_prefetch::striped::Striping;
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// What a plan needs besides the trace and the file.
@@ -38,49 +37,9 @@ pub struct PlanOptions {
     pub window: usize,
 }
 
-/// The identity of a file's version: a plan is valid for this version only.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileIdentity {
-    pub dev: u64,
-    pub ino: u64,
-    pub size: u64,
-    pub mtime_ns: i128,
-}
-
-impl FileIdentity {
-    pub fn of(path: &Path) -> Result<Self> {
-        let m = std::fs::metadata(path).map_err(|e| ReorgError::io(path, e))?;
-        if !m.is_file() {
-            return Err(ReorgError::io(
-                path,
-                std::io::Error::other("not a regular file"),
-            ));
-        }
-        Ok(Self::from_metadata(&m))
-    }
-
-    pub fn from_metadata(m: &std::fs::Metadata) -> Self {
-        FileIdentity {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
-        }
-    }
-
-    /// How `self` differs from `then`, or `None` when it does not.
-    pub fn difference(&self, then: &FileIdentity) -> Option<String> {
-        if (self.dev, self.ino) != (then.dev, then.ino) {
-            Some("replaced by another file".into())
-        } else if self.size != then.size {
-            Some(format!("size {} → {}", then.size, self.size))
-        } else if self.mtime_ns != then.mtime_ns {
-            Some("modification time changed".into())
-        } else {
-            None
-        }
-    }
-}
+/// The identity of a file's version (the core's one rule): a plan is valid for this
+/// version only.
+pub type FileIdentity = patio_core::FileVersion;
 
 /// One planned pattern.
 #[derive(Clone, Debug)]
@@ -181,7 +140,7 @@ fn simulate(striping: &Striping, clients: &[Vec<Vec<(u64, u64)>>]) -> Result<f64
 
 /// Plans the reorganization of `file` from the processes of `trace` that access it.
 pub fn plan(trace: &patio_core::trace::Trace, file: &Path, opts: &PlanOptions) -> Result<Plan> {
-    let identity = FileIdentity::of(file)?;
+    let identity = FileIdentity::of(file).map_err(|e| ReorgError::io(file, e))?;
     let size = identity.size;
     let sel = select(trace, file, size, &opts.select)?;
     let detector = Detector::new(opts.window);

@@ -3,11 +3,13 @@ an address, or chunks at their addresses), the byte ranges it occupies, and the
 fingerprint of a source file that tells whether a replica built from it is still
 current.
 
-A replica records the source's *generation*: file size, mtime and inode, plus a CRC32
-of the byte ranges the replicated dataset occupies. Size/mtime/inode are checked at
-every open; only when they changed is the checksum recomputed, so touching a file
-without changing the covered bytes keeps its replicas, and any change to them makes
-the replicas stale.
+A replica records the source's *generation*: its version by patio's one file-version
+rule (``patio._native.file_version``, the core's ``FileVersion``: device, inode, size,
+modification and change times in nanoseconds), plus a CRC32 of the byte ranges the
+replicated dataset occupies. The version is checked at every open; only when it
+changed is the checksum recomputed, so touching a file without changing the covered
+bytes keeps its replicas, and any change to them — also one whose modification time
+was restored afterwards (``cp -p``, ``rsync -t``) — makes the replicas stale.
 """
 
 from __future__ import annotations
@@ -96,8 +98,12 @@ def checksum(path: str | os.PathLike[str], ranges: list[tuple[int, int]]) -> int
 
 
 def stat_key(path: str | os.PathLike[str]) -> dict[str, int]:
-    st = os.stat(path)
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
+    """The file's version (a replica recorded before change times were part of it
+    lacks ``ctime_ns``: its checksum decides, once, and the new version is kept)."""
+    from patio._native import file_version
+
+    version: dict[str, int] = file_version(os.fspath(path))
+    return version
 
 
 def fingerprint(path: str | os.PathLike[str], dset: h5py.Dataset) -> dict[str, Any]:

@@ -39,11 +39,11 @@ use super::graph::{Item, Popularity, SuccessorGraph};
 use super::stats::CacheStats;
 use super::store::{SegmentFile, SlotAllocator};
 use super::table::{Entry, FileRec};
+use patio_core::FileVersion;
 use patio_prefetch::DataFile;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, Metadata};
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -200,19 +200,32 @@ pub(crate) struct State {
     pub(crate) slot_uses: HashMap<u32, u64>,
 }
 
+/// The source file at `rel` as it is now (its version by the core's one rule,
+/// `patio_core::FileVersion`).
 pub(crate) fn stat_of(rel: &str, m: &Metadata) -> FileRec {
+    let v = FileVersion::from_metadata(m);
     FileRec {
         path: rel.to_string(),
-        dev: m.dev(),
-        ino: m.ino(),
-        size: m.len(),
-        mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
-        ctime_ns: m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+        dev: v.dev,
+        ino: v.ino,
+        size: v.size,
+        mtime_ns: v.mtime_ns as i64,
+        ctime_ns: v.ctime_ns as i64,
+    }
+}
+
+fn version(r: &FileRec) -> FileVersion {
+    FileVersion {
+        dev: r.dev,
+        ino: r.ino,
+        size: r.size,
+        mtime_ns: r.mtime_ns.into(),
+        ctime_ns: r.ctime_ns.into(),
     }
 }
 
 fn same_version(a: &FileRec, b: &FileRec) -> bool {
-    (a.dev, a.ino, a.size, a.mtime_ns, a.ctime_ns) == (b.dev, b.ino, b.size, b.mtime_ns, b.ctime_ns)
+    version(a) == version(b)
 }
 
 impl State {
