@@ -373,6 +373,36 @@ def test_a_rewrite_with_its_modification_time_restored_is_seen(tmp_path: Path) -
     kb.close()
 
 
+def test_an_open_file_sees_another_process_rewrite_its_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HDF5 file locking off (as on many cluster file systems): another process
+    rewrites the dataset while ``patio.h5`` has the file open and has served reads
+    from a replica; the next read through the open file returns the new values, as
+    h5py does, and the replica is marked stale."""
+    monkeypatch.setenv("HDF5_USE_FILE_LOCKING", "FALSE")
+    p = tmp_path / "o.h5"
+    make_file(p, (32, 32))
+    kb = KnowledgeBase(p)
+    rid = replicas.build(kb, str(p), "/a", "transposed", {"axes": [1, 0]})
+    kb.close()
+    with ph5.File(p) as f, h5py.File(p, "r") as plain:
+        before = f["a"][:, 3]
+        d = f._session.decider(f["a"]._d)
+        assert d is not None and [r.row.id for r in d.replicas] == [rid]
+        code = (
+            "import sys, h5py\n"
+            "with h5py.File(sys.argv[1], 'r+') as g:\n"
+            "    g['a'][:, :] = -g['a'][:, :] - 1.0\n"
+        )
+        subprocess.run([sys.executable, "-c", code, str(p)], check=True, timeout=120)
+        assert np.array_equal(plain["a"][:, 3], -before - 1.0)
+        assert np.array_equal(f["a"][:, 3], -before - 1.0)
+    kb = KnowledgeBase(p)
+    assert next(r for r in kb.replicas() if r.id == rid).state == "stale"
+    kb.close()
+
+
 def test_missing_and_damaged_replicas_fall_back_to_the_original(tmp_path: Path) -> None:
     p = tmp_path / "d.h5"
     data = make_file(p, (16, 16))

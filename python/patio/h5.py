@@ -51,6 +51,11 @@ class _Session:
         self.records: list[tuple[Any, ...]] = []
         self.benefit: dict[int, list[float]] = {}
         self.deciders: dict[str, Any] = {}
+        # The source file's version the deciders were made for (patio's file-version
+        # rule): checked at every read, so a file another process rewrote meanwhile
+        # (HDF5 file locking off, as on many cluster file systems) is never served
+        # from replicas built before.
+        self.version: dict[str, int] | None = None
         self.kb: Any = None
         self.disabled = os.environ.get("PATIO_LAYOUT", "on").lower() in ("0", "off", "no")
         if self.disabled:
@@ -65,7 +70,18 @@ class _Session:
             self.disabled = True
 
     def decider(self, dset: h5py.Dataset) -> Any:
-        """The decider for ``dset``, or None when it has no usable replica."""
+        """The decider for ``dset``, or None when it has no usable replica. One
+        ``stat`` of the source per call: when its version moved since the deciders were
+        made, they are made again (their replicas checked against the source anew)."""
+        from patio._native import file_version
+
+        try:
+            now: dict[str, int] | None = file_version(self.path)
+        except OSError:
+            now = None
+        if now is None or now != self.version:
+            self.deciders.clear()
+            self.version = now
         name = dset.name
         if name in self.deciders:
             return self.deciders[name]
