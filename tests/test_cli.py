@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 from typing import Any
@@ -127,3 +128,27 @@ def test_python_without_dependencies_is_a_clear_error(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
     assert "lacks the Python package" in done.stderr
     assert "scripts/setup.sh" in done.stderr
+
+
+def test_a_killed_patio_takes_its_python_worker_with_it(tmp_path: Path) -> None:
+    """``patio layout …`` runs a Python worker; killed with SIGKILL, patio takes it
+    along (the worker gets SIGTERM) instead of leaving it to run to completion."""
+    marker = tmp_path / "worker.pid"
+    fake = tmp_path / "python"
+    # A stand-in interpreter that records its pid and would run for a minute.
+    fake.write_text(f"#!/bin/sh\necho $$ > {marker}\nexec sleep 60\n")
+    fake.chmod(0o755)
+    proc = subprocess.Popen([patio_binary(), "layout", "build", "x.h5"],
+                            env=dict(os.environ, PATIO_PYTHON=str(fake)))
+    deadline = time.monotonic() + 20
+    while not (marker.exists() and marker.read_text().strip()):
+        assert time.monotonic() < deadline, "the worker did not start"
+        time.sleep(0.05)
+    worker = int(marker.read_text())
+    proc.kill()
+    proc.wait(timeout=20)
+    deadline = time.monotonic() + 20
+    while Path(f"/proc/{worker}").exists() and \
+            Path(f"/proc/{worker}/stat").read_text().split()[2] != "Z":
+        assert time.monotonic() < deadline, "the worker outlived patio"
+        time.sleep(0.05)

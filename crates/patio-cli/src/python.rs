@@ -87,7 +87,30 @@ fn helper_command(name: &str) -> Command {
     let mut cmd = Command::new(&python);
     cmd.args(["-m", "patio._run", name])
         .env("PYTHONPATH", pythonpath);
+    ends_with_parent(&mut cmd);
     cmd
+}
+
+/// Makes the child get SIGTERM when this process dies (a `patio` killed with SIGKILL
+/// takes its Python worker with it instead of leaving it to run to completion).
+fn ends_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // async-signal-safe functions (prctl, getppid, _exit).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died before the request took effect.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
 }
 
 fn could_not_run(python: &Path) -> String {
