@@ -110,6 +110,28 @@ def test_round_trip_synthetic(tmp_path: Path, dim: int, ghost: int) -> None:
                     assert offs[0] == 0 and offs[-1] == f[name]["data:datatype=0"].size
 
 
+def test_what_a_killed_reorder_left_is_removed_by_the_next(tmp_path: Path) -> None:
+    """A SIGKILLed ``amr reorder`` leaves its temporary file beside the output, named
+    after its host and process; the next reorder into that directory removes it (not
+    another host's, nor a living process's)."""
+    from patio import _files
+
+    src = tmp_path / "in.hdf5"
+    synthetic(src, seed=5, dim=2, ghost=0)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    host = _files.host_name()
+    left = tmp_path / f".patio-amr-{host}.{dead.pid}-abc.tmp"
+    other = tmp_path / f".patio-amr-elsewhere.{dead.pid}-abc.tmp"
+    alive = tmp_path / f".patio-amr-{host}.{os.getpid()}-abc.tmp"
+    for f in (left, other, alive):
+        f.write_bytes(b"partial")
+    reorder(src, tmp_path / "out.hdf5", "hilbert")
+    assert not left.exists()
+    assert other.exists() and alive.exists()
+    assert_same_boxes(src, tmp_path / "out.hdf5")
+
+
 boxes_2d3d = st.integers(2, 3).flatmap(
     lambda d: st.lists(
         st.tuples(st.tuples(*[st.integers(0, 200)] * d), st.tuples(*[st.integers(1, 24)] * d)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -258,6 +259,32 @@ def test_no_space_left_removes_the_partial_output(tmp_path: Path) -> None:
         assert src.read_bytes() == data
     finally:
         subprocess.run(["umount", str(small)], check=False)
+
+
+def this_host() -> str:
+    """The host part of patio's temporary names (as ``layout::claim_base`` spells it)."""
+    return "".join(c if c.isascii() and (c.isalnum() or c == "-") else "_"
+                   for c in socket.gethostname())
+
+
+def test_what_a_killed_apply_left_is_removed_by_the_next(tmp_path: Path) -> None:
+    """A SIGKILLed ``reorg apply`` leaves its temporary output (named after its host
+    and process); the next apply to the same output removes it. Another host's, or a
+    living process's, is left alone."""
+    src, trace, data = ior_like(tmp_path)
+    out = tmp_path / "data.pc"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    left = tmp_path / f".data.pc.reorg-{this_host()}.{dead.pid}-123"
+    other_host = tmp_path / f".data.pc.reorg-elsewhere.{dead.pid}-123"
+    alive = tmp_path / f".data.pc.reorg-{this_host()}.{os.getpid()}-123"
+    for d in (left, other_host, alive):
+        d.mkdir()
+        (d / "data.x").write_bytes(b"partial")
+    patio("reorg", "apply", str(src), "--trace", str(trace), "-o", str(out))
+    assert not left.exists()
+    assert other_host.exists() and alive.exists()
+    assert src.read_bytes() == data
 
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"

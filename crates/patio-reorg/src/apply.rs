@@ -3,7 +3,8 @@
 //! remap. Crash-safe and never touching the source: the container is built under a
 //! temporary name beside the output, synced, checked against the source's identity,
 //! and renamed into place (refusing to replace anything); on any failure the partial
-//! output is removed.
+//! output is removed, and what a killed apply left (its temporary output, named after
+//! its host and process) is removed by the next apply to the same output.
 
 use crate::error::{ReorgError, Result};
 use crate::plan::{FileIdentity, Plan};
@@ -39,17 +40,72 @@ impl Drop for Partial {
     }
 }
 
-fn temporary_beside(out: &Path) -> Result<PathBuf> {
+/// `.<name>.reorg-`: how the temporary outputs for `out` begin.
+fn temporary_prefix(out: &Path) -> Result<String> {
     let name = out
         .file_name()
         .ok_or_else(|| ReorgError::io(out, std::io::Error::other("no file name")))?;
-    let stamp = layout::now_ns();
+    Ok(format!(
+        ".{}.reorg-",
+        String::from_utf8_lossy(name.as_bytes())
+    ))
+}
+
+/// `.<name>.reorg-<host>.<pid>-<ns>` beside `out`: a name that says which process on
+/// which host is building it.
+fn temporary_beside(out: &Path) -> Result<PathBuf> {
     let tmp = format!(
-        ".{}.reorg-{}-{stamp}",
-        String::from_utf8_lossy(name.as_bytes()),
-        std::process::id()
+        "{}{}-{}",
+        temporary_prefix(out)?,
+        layout::claim_base(),
+        layout::now_ns()
     );
     Ok(out.with_file_name(tmp))
+}
+
+/// Removes what killed applies on this host left beside `out` (temporary outputs
+/// whose process is gone; another host's are left alone, their process may live);
+/// returns how many.
+pub fn remove_leftovers(out: &Path) -> Result<u64> {
+    let prefix = format!("{}{}.", temporary_prefix(out)?, host_base());
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(0);
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        if !process_alive(pid) {
+            let path = entry.path();
+            std::fs::remove_dir_all(&path).map_err(|e| ReorgError::io(&path, e))?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// This host's part of [`layout::claim_base`] (`<host>.<pid>` → `<host>`).
+fn host_base() -> String {
+    let base = layout::claim_base();
+    base.rsplit_once('.')
+        .map_or(base.clone(), |(host, _)| host.to_string())
+}
+
+/// Whether process `pid` of this host exists (signal 0: no signal is sent).
+fn process_alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks for the process.
+    pid > 0
+        && (unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
 }
 
 /// Renames `from` to `to` unless `to` exists (atomically: no window in which an
@@ -119,6 +175,7 @@ pub fn apply(plan: &Plan, out: &Path, mut progress: impl FnMut(u64, u64)) -> Res
             what,
         });
     }
+    remove_leftovers(out)?;
     let tmp = temporary_beside(out)?;
     let mut partial = Partial(Some(tmp.clone()));
     let mut writer = Writer::create(&tmp, IndexMode::Pattern)?;
