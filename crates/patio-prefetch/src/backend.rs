@@ -483,10 +483,33 @@ fn read_direct(file: &File, offset: u64, len: u64) -> io::Result<Vec<u8>> {
     let start = offset / a * a;
     let end = (offset + len).div_ceil(a) * a;
     let mut buf = AlignedBuf::new((end - start) as usize);
-    let n = read_full(file, buf.as_mut_slice(), start)?;
+    let n = read_full_direct(file, buf.as_mut_slice(), start)?;
     let skip = (offset - start) as usize;
     let got = n.saturating_sub(skip).min(len as usize);
     Ok(buf.as_mut_slice()[skip..skip + got].to_vec())
+}
+
+/// [`read_full`] for an `O_DIRECT` descriptor (`buf` and `offset` aligned): a read
+/// that returns part of a block ended at the end of the file, and the loop stops
+/// there — reading on from that unaligned offset would fail with `EINVAL` when a
+/// write extended the file meanwhile (the bytes past the old end belong to the next
+/// request, which sees the new size).
+fn read_full_direct(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => {
+                done += n;
+                if done % DIRECT_ALIGN != 0 {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
 }
 
 /// `pread` until `buf` is full or the file ends; returns the bytes read.
