@@ -321,6 +321,9 @@ def test_bad_inputs_are_one_line_errors(workdir: Path) -> None:
     if _tmpfs(full, "size=1m"):
         try:
             one_line_error(run(cache=full), "no space left")
+            # A cache directory the failed start created is not left behind.
+            one_line_error(run(cache=full / "new"), "no space left")
+            assert not (full / "new").exists()
         finally:
             subprocess.run(["umount", str(full)], check=False)
     assert not os.path.ismount(mnt)

@@ -94,6 +94,12 @@ def test_query_errors_are_one_line(converted: tuple[Path, Path], tmp_path: Path)
     ptrace, _ = converted
     done = run("query", str(ptrace), "--stream", "1000000", "--json")
     assert done.returncode == 2 and "no stream 1000000" in done.stderr
+    # A negative number is a bad value, not an unknown option with a usage block.
+    for extra in (["--stream", "-1"], ["--stream", "0", "--index", "-1"],
+                  ["--stream", "0", "--offset", "-1"]):
+        done = run("query", str(ptrace), *extra)
+        assert done.returncode == 2 and "invalid value '-1'" in done.stderr, done.stderr
+        assert "Usage:" not in done.stderr
     data = bytearray(ptrace.read_bytes())
     for at in (8, len(data) // 2, len(data) - 1):
         bad = tmp_path / f"bad{at}.ptrace"

@@ -255,6 +255,7 @@ def test_no_space_left_removes_the_partial_output(tmp_path: Path) -> None:
         done = patio("reorg", "apply", str(src), "--trace", str(trace), "-o",
                      str(small / "data.pc"), check=False)  # fmt: skip
         one_line_error(done, "No space left")
+        assert done.stderr.count("No space left") == 1, done.stderr
         assert list(small.iterdir()) == []
         assert src.read_bytes() == data
     finally:

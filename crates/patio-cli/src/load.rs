@@ -98,7 +98,8 @@ impl OutputFormat {
     }
 }
 
-/// Writes a trace in the format its extension names (.csv or .ptrace).
+/// Writes a trace in the format its extension names (.csv or .ptrace): through a
+/// temporary file beside it, fsynced and renamed into place.
 pub fn write_trace(trace: &Trace, output: &Path) -> Result<()> {
     let format = match output.extension().and_then(|e| e.to_str()) {
         Some("csv") => OutputFormat::Csv,
@@ -117,5 +118,7 @@ pub fn write_trace_as(trace: &Trace, output: &Path, format: OutputFormat) -> Res
         }
         OutputFormat::Ptrace => patio_core::ptrace::encode(trace, &Detector::default())?,
     };
-    std::fs::write(output, bytes).with_context(|| format!("cannot write {}", output.display()))
+    // Crash-safe: a reader (or a kill) sees the old file or the whole new one.
+    patio_core::persist::write_file(output, &bytes)
+        .with_context(|| format!("cannot write {}", output.display()))
 }

@@ -21,13 +21,19 @@ pub struct Args {
     /// Trace: an indexed .ptrace (queried in place), or any trace patio reads.
     trace: PathBuf,
     /// Stream number: its position in `patio analyze --json`'s `streams` list.
-    #[arg(long, value_name = "K")]
+    // A negative number is a bad value (one error line), not an unknown option.
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
     stream: usize,
     /// Only request I of the stream (from 0).
-    #[arg(long, value_name = "I", conflicts_with = "offset")]
+    #[arg(
+        long,
+        value_name = "I",
+        conflicts_with = "offset",
+        allow_negative_numbers = true
+    )]
     index: Option<u64>,
     /// Only the requests touching byte X (offset <= X < offset + length).
-    #[arg(long, value_name = "X")]
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
     offset: Option<u64>,
     /// Print {"stream": {...}, "requests": [[offset, length], ...], "blocks_decoded": n}.
     #[arg(long)]

@@ -11,7 +11,8 @@ pub enum ReorgError {
         /// Shown in the message, not as a separate cause (which would print it twice).
         error: std::io::Error,
     },
-    #[error("{0}")]
+    /// The container's own message (its cause is not chained again: printed twice).
+    #[error(transparent)]
     Container(#[from] patio_container::ContainerError),
     #[error("the trace has no requests for {file} (it names {names})")]
     FileNotInTrace { file: String, names: String },

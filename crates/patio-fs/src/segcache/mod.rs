@@ -78,7 +78,19 @@ pub fn open_cache(dir: Option<&Path>, cfg: &CacheConfig) -> Result<(Cache, Optio
             None,
         ));
     };
+    // A directory this start created goes again when the start fails (a full disk
+    // leaves nothing behind).
+    let created = !dir.exists();
     fs::create_dir_all(dir).map_err(|e| dir_error(dir, "creating it", e))?;
+    let opened = open_existing(dir, cfg);
+    if opened.is_err() && created {
+        let _ = fs::remove_dir_all(dir);
+    }
+    opened
+}
+
+/// [`open_cache`] of the directory `dir`, which exists.
+fn open_existing(dir: &Path, cfg: &CacheConfig) -> Result<(Cache, Option<String>)> {
     let dir = fs::canonicalize(dir).map_err(|e| dir_error(dir, "resolving it", e))?;
     let lockf = OpenOptions::new()
         .create(true)
