@@ -70,7 +70,6 @@ impl Shared {
         let mut g = lock(&w);
         self.live()?;
         let (start, end) = (offset, offset + data.len() as u64);
-        let id = Arc::as_ptr(&w) as usize;
         // Publish first (every dirty writer, in the order they became dirty) when this
         // writer would publish a record by itself, ahead of writers that wrote before
         // it and have not published yet, or when it has older unpublished writes and
@@ -80,7 +79,7 @@ impl Shared {
             .writer
             .as_ref()
             .is_some_and(|w| w.publishes_at_next_write());
-        if full || (g.dirty && lock(&h.file.pending).must_publish(id, g.dirty_since, start, end)) {
+        if full || (g.dirty && lock(&h.file.pending).must_publish(g.dirty_since, start, end)) {
             drop(g);
             self.publish_pending(&h.file)?;
             g = lock(&w);
@@ -109,7 +108,7 @@ impl Shared {
         }
         g.dirty = true;
         g.unsynced = true;
-        lock(&h.file.pending).note(id, g.dirty_since, start, end);
+        lock(&h.file.pending).note(g.dirty_since, start, end);
         // Under the writer's lock: a truncation (which takes every writer's lock)
         // sees this write either entirely before or entirely after it.
         let f = &h.file;
