@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import patio as patio_lib
 import pytest
+from patio._files import host_name
 from test_container_mpi import RANKS, mpi_env, mpirun
 from test_mount_container import ContainerMount, base  # noqa: F401  (fixture)
 from test_mount_trace import IS_ROOT, one_line_error, patio
@@ -262,12 +262,6 @@ def test_no_space_left_removes_the_partial_output(tmp_path: Path) -> None:
         subprocess.run(["umount", str(small)], check=False)
 
 
-def this_host() -> str:
-    """The host part of patio's temporary names (as ``layout::claim_base`` spells it)."""
-    return "".join(c if c.isascii() and (c.isalnum() or c == "-") else "_"
-                   for c in socket.gethostname())
-
-
 def test_what_a_killed_apply_left_is_removed_by_the_next(tmp_path: Path) -> None:
     """A SIGKILLed ``reorg apply`` leaves its temporary output (named after its host
     and process); the next apply to the same output removes it. Another host's, or a
@@ -276,9 +270,9 @@ def test_what_a_killed_apply_left_is_removed_by_the_next(tmp_path: Path) -> None
     out = tmp_path / "data.pc"
     dead = subprocess.Popen(["true"])
     dead.wait()
-    left = tmp_path / f".data.pc.reorg-{this_host()}.{dead.pid}-123"
+    left = tmp_path / f".data.pc.reorg-{host_name()}.{dead.pid}-123"
     other_host = tmp_path / f".data.pc.reorg-elsewhere.{dead.pid}-123"
-    alive = tmp_path / f".data.pc.reorg-{this_host()}.{os.getpid()}-123"
+    alive = tmp_path / f".data.pc.reorg-{host_name()}.{os.getpid()}-123"
     for d in (left, other_host, alive):
         d.mkdir()
         (d / "data.x").write_bytes(b"partial")

@@ -194,8 +194,8 @@ pub fn check_log_header(path: &Path, bytes: &[u8], magic: &[u8; 4], version: u16
     Ok(())
 }
 
-/// The name part of this host, for writer names.
-fn host_name() -> String {
+/// The name part of this host, for writer and temporary names.
+pub fn host_name() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: buf is valid for buf.len() bytes; gethostname NUL-terminates on success.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };

@@ -67,7 +67,7 @@ fn temporary_beside(out: &Path) -> Result<PathBuf> {
 /// whose process is gone; another host's are left alone, their process may live);
 /// returns how many.
 pub fn remove_leftovers(out: &Path) -> Result<u64> {
-    let prefix = format!("{}{}.", temporary_prefix(out)?, host_base());
+    let prefix = format!("{}{}.", temporary_prefix(out)?, layout::host_name());
     let dir = match out.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -91,13 +91,6 @@ pub fn remove_leftovers(out: &Path) -> Result<u64> {
         }
     }
     Ok(removed)
-}
-
-/// This host's part of [`layout::claim_base`] (`<host>.<pid>` → `<host>`).
-fn host_base() -> String {
-    let base = layout::claim_base();
-    base.rsplit_once('.')
-        .map_or(base.clone(), |(host, _)| host.to_string())
 }
 
 /// Whether process `pid` of this host exists (signal 0: no signal is sent).
