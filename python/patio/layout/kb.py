@@ -1,15 +1,35 @@
 """The layout knowledge base: what was read from an HDF5 file, the replicas built for
-it, the storage budget and the measured device constants, in one SQLite file (WAL).
+it, the storage budget and the measured device constants, in one SQLite file.
 
 Location: ``<dir of the file>/.patio-layout/<file name>/kb.sqlite``, or, when
 ``PATIO_LAYOUT_DIR`` is set, ``$PATIO_LAYOUT_DIR/<file name>-<hash of its path>/``; the
-replicas live beside it in ``replicas/``. Many processes and MPI ranks record at once
-(WAL, a busy timeout, one short transaction per batch). Raw ``access`` rows are
-compacted into ``pattern`` rows: identical selections are counted once, and boxes that
-differ only in their start along one axis (a sub-plane of every time step) become one
-*family* whose starts are a pattern sequence of the engine - so the table grows with the
-number of distinct patterns, not with the number of reads. The schema is versioned
-(``meta.schema_version``) and documented in docs/FORMATS.md.
+replicas live beside it in ``replicas/``, the record logs in ``records/``. The
+directory is usually on the file system of the data - NFS, Lustre, GPFS - and may be
+reached through several mounts, so:
+
+* **Recording never writes the database.** Each recording process appends its reads to
+  a record log of its own (:mod:`patio.layout.kblog`); :meth:`KnowledgeBase.merge`
+  moves them into ``access`` (at ``compact``, so at ``layout status|advise|build``, and
+  when a recording process closes and nobody else holds the database), each log's
+  merged offset advancing in the same transaction as its rows are inserted, so every
+  read is counted exactly once; a log is removed only after that transaction committed.
+* **The database uses a rollback journal (``DELETE``) with dot-file locking**
+  (SQLite's ``unix-dotfile`` VFS: a lock is the directory ``kb.sqlite.lock``, made with
+  ``mkdir``). WAL keeps its index in shared memory (``kb.sqlite-shm``), which is
+  coherent only between processes of one host: over NFS or from two hosts it corrupts
+  the database. POSIX locks, which SQLite's default locking relies on, are not
+  propagated by every layer either (NFS without lockd, Lustre without ``-o flock``,
+  FUSE mounts, each of which locks on its own); ``mkdir`` is atomic on all of them. So
+  readers and writers of every host exclude each other - transactions are short, and
+  recorders no longer write - and a lock older than LOCK_STALE_SECONDS, left by a
+  killed process, is broken (SQLite then rolls back its hot journal).
+
+Raw ``access`` rows are compacted into ``pattern`` rows: identical selections are
+counted once, and boxes that differ only in their start along one axis (a sub-plane of
+every time step) become one *family* whose starts are a pattern sequence of the engine
+- so the table grows with the number of distinct patterns, not with the number of
+reads. The schema is versioned (``meta.schema_version``) and documented in
+docs/FORMATS.md.
 """
 
 from __future__ import annotations
@@ -19,6 +39,7 @@ import json
 import os
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,14 +47,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import kblog
 from .selection import Hyperslab, Selection
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-SCHEMA_VERSION = 1
-#: Raw access rows kept before a recording process compacts them.
+#: 2: record logs (``records/``, table ``record_log``), rollback journal, dot-file locks.
+SCHEMA_VERSION = 2
+#: Raw access rows kept before a merge compacts them.
 COMPACT_THRESHOLD = 512
+#: Rows merged per transaction (so no transaction holds the lock for long).
+MERGE_ROWS = 50_000
+#: A database lock (``kb.sqlite.lock``) older than this was left by a killed process.
+LOCK_STALE_SECONDS = 60.0
+BUSY_MS = 10_000
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -54,6 +82,8 @@ CREATE TABLE IF NOT EXISTS replica(
     created REAL NOT NULL, last_used REAL, uses INTEGER NOT NULL DEFAULT 0,
     benefit REAL NOT NULL DEFAULT 0, note TEXT);
 CREATE TABLE IF NOT EXISTS setting(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS record_log(
+    name TEXT PRIMARY KEY, offset INTEGER NOT NULL, updated REAL NOT NULL);
 """
 
 
@@ -146,6 +176,54 @@ class ReplicaRow:
     note: str | None
 
 
+def _unstick(path: Path) -> bool:
+    """Breaks the database lock ``<path>.lock`` when it is older than
+    LOCK_STALE_SECONDS (its holder was killed); True when it did."""
+    lock = path.with_name(path.name + ".lock")
+    try:
+        if time.time() - lock.stat().st_mtime <= LOCK_STALE_SECONDS:
+            return False
+        os.rmdir(lock)
+    except OSError:
+        return False
+    return True
+
+
+def _leave_wal(path: Path) -> None:
+    """Turns a database of schema version 1 (WAL mode) into a rollback-journal one, which
+    needs that no other process has it open."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        return
+    if len(head) < 20 or head[:16] != b"SQLite format 3\0" or head[18] != 2:
+        return
+    deadline = time.monotonic() + BUSY_MS / 1000
+    while True:
+        db = sqlite3.connect(path, timeout=BUSY_MS / 1000, isolation_level=None)
+        try:
+            mode = str(db.execute("PRAGMA journal_mode=DELETE").fetchone()[0])
+        except sqlite3.OperationalError:
+            mode = "wal"
+        finally:
+            db.close()
+        if mode.lower() == "delete":
+            return
+        if time.monotonic() > deadline:
+            raise KnowledgeBaseError(
+                f"knowledge base {path} is in WAL mode (an older patio) and open in another "
+                "process: close it there and retry")
+        time.sleep(0.1)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    uri = f"file:{urllib.parse.quote(str(path))}?vfs=unix-dotfile"
+    db = sqlite3.connect(uri, uri=True, timeout=BUSY_MS / 1000, isolation_level=None)
+    db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
+    return db
+
+
 class KnowledgeBase:
     """One source file's knowledge base (see the module docstring)."""
 
@@ -153,6 +231,7 @@ class KnowledgeBase:
         self.source = Path(source).resolve()
         self.dir = kb_dir(self.source)
         self.path = self.dir / "kb.sqlite"
+        self.log = kblog.RecordLog(self.dir / "records")
         if not create and not self.path.exists():
             raise KnowledgeBaseError(f"{self.source}: nothing recorded yet (no {self.path})")
         try:
@@ -163,17 +242,34 @@ class KnowledgeBase:
                 f"cannot create the knowledge base directory {self.dir}: {e.strerror} "
                 "(set PATIO_LAYOUT_DIR to a writable directory)") from None
         try:
-            self.db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
-            self.db.execute("PRAGMA busy_timeout=10000")
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
+            _unstick(self.path)
+            _leave_wal(self.path)
+            self.db = _connect(self.path)
             self._migrate()
         except sqlite3.OperationalError as e:
             raise KnowledgeBaseError(f"knowledge base {self.path}: {e}") from None
         except sqlite3.DatabaseError as e:
             raise KnowledgeBaseError(f"knowledge base {self.path} is damaged: {e}") from None
 
+    def _check_version(self, value: object) -> int:
+        if not str(value).isdigit():
+            raise KnowledgeBaseError(
+                f"knowledge base {self.path} is damaged: schema version {value!r}")
+        if int(str(value)) > SCHEMA_VERSION:
+            raise KnowledgeBaseError(
+                f"knowledge base {self.path} has schema version {value}, newer than this "
+                f"patio's {SCHEMA_VERSION}: upgrade patio or set PATIO_LAYOUT_DIR")
+        return int(str(value))
+
     def _migrate(self) -> None:
+        try:  # the common case, a current database, without a write transaction
+            row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.OperationalError as e:
+            if "no such table" not in str(e):
+                raise
+            row = None
+        if row is not None and self._check_version(row[0]) == SCHEMA_VERSION:
+            return
         with self.transaction():
             for statement in SCHEMA.split(";"):
                 if statement.strip():
@@ -182,15 +278,18 @@ class KnowledgeBase:
             if row is None:
                 self.db.execute("INSERT INTO meta VALUES('schema_version', ?)",
                                 (str(SCHEMA_VERSION),))
-            elif not str(row[0]).isdigit():
-                raise KnowledgeBaseError(
-                    f"knowledge base {self.path} is damaged: schema version {row[0]!r}")
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise KnowledgeBaseError(
-                    f"knowledge base {self.path} has schema version {row[0]}, newer than this "
-                    f"patio's {SCHEMA_VERSION}: upgrade patio or set PATIO_LAYOUT_DIR")
+            elif self._check_version(row[0]) < SCHEMA_VERSION:  # 1: record_log made above
+                self.db.execute("UPDATE meta SET value=? WHERE key='schema_version'",
+                                (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
+        """Ends this process's record log and, when nobody else holds the database at
+        this moment, merges what the finished logs hold."""
+        if self.log.finish():
+            try:
+                self.merge(wait=False)
+            except (KnowledgeBaseError, sqlite3.Error, OSError):
+                pass  # the logs stay; the next merge takes them
         self.db.close()
 
     def __enter__(self) -> Self:
@@ -201,11 +300,17 @@ class KnowledgeBase:
 
     # -- transactions --------------------------------------------------------------
     class _Tx:
-        def __init__(self, db: sqlite3.Connection) -> None:
-            self.db = db
+        def __init__(self, kb: KnowledgeBase) -> None:
+            self.kb = kb
+            self.db = kb.db
 
         def __enter__(self) -> sqlite3.Connection:
-            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or not _unstick(self.kb.path):
+                    raise
+                self.db.execute("BEGIN IMMEDIATE")
             return self.db
 
         def __exit__(self, exc_type: object, *rest: object) -> None:
@@ -213,7 +318,7 @@ class KnowledgeBase:
 
     def transaction(self) -> KnowledgeBase._Tx:
         """``with kb.transaction() as db:`` - one write transaction (BEGIN IMMEDIATE)."""
-        return KnowledgeBase._Tx(self.db)
+        return KnowledgeBase._Tx(self)
 
     # -- settings --------------------------------------------------------------------
     def setting(self, key: str, default: Any = None) -> Any:
@@ -226,25 +331,106 @@ class KnowledgeBase:
 
     # -- recording -------------------------------------------------------------------
     def record(self, rows: Iterable[tuple[str, Selection, int, int, str, float, float]]) -> int:
-        """Appends raw access rows ``(dset, sel, bytes, pid, run, t0, seconds)`` in one
-        transaction; compacts when enough have accumulated. Returns the rows written."""
-        batch = []
+        """Appends raw access rows ``(dset, sel, bytes, pid, run, t0, seconds)`` to this
+        process's record log (merged into the database later, see :meth:`merge`).
+        Returns the rows written."""
+        batch: list[kblog.Row] = []
         for dset, sel, nbytes, pid, run, t0, seconds in rows:
             blob = encode_ints(sel.linear_indices()) if sel.kind == "points" else None
             batch.append((dset, sel.to_json(), blob, sel.nelements(), nbytes, pid, run, t0,
                           seconds))
         if not batch:
             return 0
-        with self.transaction() as db:
-            db.executemany(
-                "INSERT INTO access(dset, sel, points, nelem, bytes, pid, run, t0, seconds) "
-                "VALUES(?,?,?,?,?,?,?,?,?)", batch)
-        n = self.db.execute("SELECT COUNT(*) FROM access").fetchone()[0]
-        if n >= COMPACT_THRESHOLD:
-            self.compact()
+        try:
+            self.log.append(batch)
+        except OSError as e:
+            raise KnowledgeBaseError(f"cannot append to a record log in {self.log.directory}: "
+                                     f"{e.strerror or e}") from None
         return len(batch)
 
+    def merge(self, wait: bool = True) -> int:
+        """Moves the records of every record log into ``access``, exactly once (a log's
+        merged offset advances in the transaction that inserts its rows), compacts when
+        enough raw rows accumulated, and removes the logs that are merged and finished
+        (an end frame, or their writer is gone: a torn last frame is then dropped).
+        ``wait=False``: return at once when another process holds the database. Returns
+        the rows merged."""
+        total = 0
+        if not wait:
+            self.db.execute("PRAGMA busy_timeout=0")
+        try:
+            while True:
+                n, done = self._merge_some()
+                total += n
+                if done:
+                    for name in done:
+                        try:
+                            os.unlink(self.log.directory / name)
+                        except FileNotFoundError:
+                            pass
+                    with self.transaction() as db:
+                        db.executemany("DELETE FROM record_log WHERE name=?",
+                                       [(name,) for name in done])
+                if n and self.raw_rows() >= COMPACT_THRESHOLD:
+                    self._fold()
+                if n < MERGE_ROWS:
+                    return total
+        except sqlite3.OperationalError:
+            if wait:
+                raise
+            return total
+        finally:
+            if not wait:
+                self.db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
+
+    def _merge_some(self) -> tuple[int, list[str]]:
+        """One merge transaction of at most about MERGE_ROWS rows: (rows, finished logs)."""
+        names = kblog.log_names(self.log.directory)
+        if not names:
+            return 0, []
+        n, done = 0, []
+        with self.transaction() as db:
+            merged = dict(db.execute("SELECT name, offset FROM record_log").fetchall())
+            for name in names:
+                if n >= MERGE_ROWS:
+                    break
+                path = self.log.directory / name
+                start = int(merged.get(name, 0))
+                try:
+                    # Gone before reading: then nothing can be appended after the read.
+                    gone = kblog.writer_gone(name, path.stat().st_mtime)
+                    dec, _ = kblog.read_log(path, start)
+                except (OSError, kblog.LogError):
+                    continue  # removed meanwhile, unreadable, or a newer patio's
+                end, complete = start, True
+                for frame in dec.frames:
+                    if frame.rows and n >= MERGE_ROWS:
+                        complete = False
+                        break
+                    if frame.rows:
+                        db.executemany(
+                            "INSERT INTO access(dset, sel, points, nelem, bytes, pid, run, t0, "
+                            "seconds) VALUES(?,?,?,?,?,?,?,?,?)", frame.rows)
+                        n += len(frame.rows)
+                    end = frame.end
+                if end != start:
+                    db.execute("INSERT OR REPLACE INTO record_log VALUES(?,?,?)",
+                               (name, end, time.time()))
+                if complete and (dec.finished or gone):
+                    done.append(name)
+        return n, done
+
+    def pending_logs(self) -> int:
+        """Record logs not yet merged and removed."""
+        return len(kblog.log_names(self.log.directory))
+
     def compact(self) -> int:
+        """Merges the record logs, then folds every raw access row into pattern rows;
+        returns the rows folded."""
+        self.merge()
+        return self._fold()
+
+    def _fold(self) -> int:
         """Folds every raw access row into pattern rows; returns the rows folded."""
         with self.transaction() as db:
             rows = db.execute(
