@@ -575,3 +575,80 @@ def test_fuse_unavailable_is_a_one_line_error(base: Path) -> None:
         )
         one_line_error(done, *words)
     assert not os.path.ismount(mnt)
+
+
+# ---- a killed mount: the journal ---------------------------------------------------
+
+PHASED_PROGRAM = textwrap.dedent(
+    """
+    import os, sys
+    path, n = sys.argv[1], int(sys.argv[2])
+    fd = os.open(path, os.O_RDONLY)
+    for phase in range(2):
+        for i in range(n):
+            k = phase * n + i
+            assert os.pread(fd, 512, k * 1536) == bytes([k % 251]) * 512
+        print(f"phase {phase}", flush=True)
+        sys.stdin.readline()
+    """
+)
+
+
+def journal_of(out: Path) -> Path:
+    return out.with_name(f".{out.name}.journal")
+
+
+def test_a_killed_mount_is_recovered_from_its_journal(mount: Any) -> None:
+    """SIGKILL of the mount daemon: the reads flushed to its journal before the kill
+    (everything older than a second) become the trace through `patio trace recover`;
+    a new mount on the same output refuses to overwrite the journal meanwhile."""
+    m = mount()
+    n = 40
+    (m.src / "d.bin").write_bytes(b"".join(bytes([k % 251]) * 1536 for k in range(2 * n)))
+    prog = subprocess.Popen([sys.executable, "-c", PHASED_PROGRAM, str(m.mnt / "d.bin"),
+                             str(n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert prog.stdin is not None and prog.stdout is not None
+    assert prog.stdout.readline() == "phase 0\n"
+    time.sleep(2.5)  # more than the flush period: phase 0 is in the journal
+    prog.stdin.write("\n")
+    prog.stdin.flush()
+    assert prog.stdout.readline() == "phase 1\n"
+    m.proc.send_signal(signal.SIGKILL)
+    m.proc.wait(30)
+    prog.kill()
+    prog.wait(30)
+    subprocess.run([tool("fusermount3"), "-u", "-z", str(m.mnt)], check=False, timeout=30)
+    assert not m.out.exists()
+    journal = journal_of(m.out)
+    assert journal.exists()
+
+    again = patio("mount", "trace", str(m.src), str(m.mnt), "--out", str(m.out), check=False)
+    one_line_error(again, "patio trace recover", str(journal))
+    assert journal.exists() and not m.out.exists() and not os.path.ismount(m.mnt)
+
+    done = patio("trace", "recover", str(m.out))
+    rows = records(m.out)
+    assert not journal.exists()
+    got = requests(rows, "d.bin", "read", prog.pid)
+    model = [(k * 1536, 512) for k in range(2 * n)]
+    # Everything of phase 0 was flushed before the kill; of phase 1 at most a prefix
+    # (what a flush took before the kill); nothing that was not read.
+    assert n <= len(got) <= 2 * n and got == model[: len(got)]
+    assert streams(rows) == {("FUSE", "d.bin", prog.pid, "read")}
+    assert f"recovered {len(rows)} requests" in done.stdout
+
+    one_line_error(patio("trace", "recover", str(m.out), check=False), "nothing to recover")
+    # A new mount on the output works again, and a clean end leaves no journal.
+    m2 = mount()
+    m2.stop()
+    assert not journal.exists() and m2.out.exists()
+
+
+def test_a_journal_in_use_is_not_recovered(mount: Any) -> None:
+    m = mount()
+    journal = journal_of(m.out)
+    assert journal.exists()  # the running mount appends to it
+    one_line_error(patio("trace", "recover", str(m.out), check=False), "still running")
+    assert journal.exists() and not m.out.exists()
+    m.stop()
+    assert not journal.exists() and m.out.exists()

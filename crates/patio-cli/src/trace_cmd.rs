@@ -6,6 +6,8 @@
 //!   is one `patio trace`, all writing into DIR). Exits with the command's status.
 //! * `patio trace merge DIR -o TRACE` — one `.ptrace` or `.csv` from all captures.
 //! * `patio trace convert TRACE --to csv|ptrace [-o OUT]`.
+//! * `patio trace recover TRACE` — the trace a killed `patio mount trace --out TRACE`
+//!   did not write, from the journal it appended to (`patio_fs::tracing::journal`).
 
 use crate::load::{load_trace, write_trace, write_trace_as, OutputFormat};
 use anyhow::{bail, Context, Result};
@@ -52,6 +54,16 @@ enum Action {
     Merge(MergeArgs),
     /// Convert a trace (.darshan, .csv, .ptrace, .praw) to CSV or the native format.
     Convert(ConvertArgs),
+    /// Write the trace of a killed `patio mount trace --out TRACE` from its journal
+    /// (everything it recorded up to its last flush, at most a second before the kill).
+    Recover(RecoverArgs),
+}
+
+#[derive(clap::Args)]
+struct RecoverArgs {
+    /// The trace the killed mount was to write (its --out); the journal beside it,
+    /// `.<name>.journal`, is turned into it and removed.
+    trace: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -78,6 +90,7 @@ struct ConvertArgs {
 pub fn run(args: Args) -> Result<()> {
     match args.action {
         Some(Action::Merge(m)) => merge(&m.dir, &m.output),
+        Some(Action::Recover(r)) => recover(&r.trace),
         Some(Action::Convert(c)) => {
             let output = c
                 .output
@@ -310,6 +323,21 @@ fn merge(dir: &Path, output: &Path) -> Result<()> {
         trace.requests(),
         trace.streams.len(),
         output.display()
+    );
+    Ok(())
+}
+
+fn recover(trace: &Path) -> Result<()> {
+    let r = patio_fs::tracing::journal::recover(trace)?;
+    if let Some(damage) = &r.damage {
+        eprintln!("patio: {}: {damage}", r.journal.display());
+    }
+    println!(
+        "recovered {} requests in {} streams from {} -> {}",
+        r.requests,
+        r.streams,
+        r.journal.display(),
+        trace.display()
     );
     Ok(())
 }

@@ -16,11 +16,15 @@
 //!
 //! Failed requests are not recorded; zero-byte reads at end of file are.
 //!
-//! Records are held in memory (about 40 bytes each) until the mount ends — by signal or
-//! by an external unmount — and then written at once: the native format
-//! ([`Trace::encode_native`]) unless the output name ends in `.csv`. The file is
-//! written beside its final name and renamed into place, so an existing trace is
-//! replaced only by a complete one.
+//! Records are appended as the mount runs to a journal beside the output
+//! ([`journal`]): every [`FLUSH_ROWS`] records and every [`FLUSH_EVERY`], so a mount
+//! killed with SIGKILL loses at most what it recorded since then, and
+//! `patio trace recover` turns what it left into the trace. When the mount ends — by
+//! signal or by an external unmount — the journal becomes the trace: the native format
+//! ([`Trace::encode_native`]) unless the output name ends in `.csv`, written beside its
+//! final name and renamed into place (so an existing trace is replaced only by a
+//! complete one), and the journal is removed. If the journal cannot be written (a full
+//! disk) the mount goes on with the records in memory, as before journals existed.
 
 use crate::passthrough::{IoEvent, Observer, Options, PassthroughFs};
 use crate::session::{self, Ended, MountConfig};
@@ -31,11 +35,20 @@ use std::collections::HashMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+pub mod journal;
+
+use journal::Journal;
 
 /// Module name of the streams recorded by the mount.
 pub const MODULE: &str = "FUSE";
+/// Records held in memory before they are appended to the journal.
+pub const FLUSH_ROWS: usize = 4096;
+/// Longest time a record waits in memory before it is appended to the journal.
+pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Copy)]
 struct Row {
@@ -52,9 +65,49 @@ struct Row {
 struct Rows {
     files: Vec<Arc<str>>,
     index: HashMap<Arc<str>, u32>,
+    /// Records not yet in the journal (all of them without one).
     rows: Vec<Row>,
+    /// Records seen, journaled or not.
+    total: usize,
     /// Thread id (what FUSE reports) → process id, as first seen.
     processes: HashMap<u32, u32>,
+    journal: Option<Journal>,
+}
+
+impl Rows {
+    /// The records not yet journaled, as a trace.
+    fn trace(&self) -> Trace {
+        let seconds = |ns: u64| ns as f64 / 1e9;
+        Trace::from_records(self.rows.iter().map(|r| {
+            (
+                StreamKey {
+                    module: MODULE.to_string(),
+                    file: self.files[r.file as usize].to_string(),
+                    rank: i64::from(r.pid),
+                    op: r.op,
+                },
+                r.offset,
+                r.length,
+                seconds(r.start_ns),
+                seconds(r.end_ns),
+            )
+        }))
+    }
+
+    /// Appends the records held in memory to the journal (kept when it fails).
+    fn flush(&mut self) {
+        let usable = self.journal.as_ref().is_some_and(|j| j.broken.is_none());
+        if !usable || self.rows.is_empty() {
+            return;
+        }
+        let pending = self.trace();
+        if let Some(j) = self.journal.as_mut() {
+            j.append(&pending.streams);
+            if j.broken.is_none() {
+                self.rows.clear();
+            }
+        }
+    }
 }
 
 /// The process a thread belongs to (`Tgid` in /proc/TID/status); the thread id itself
@@ -87,11 +140,19 @@ impl Default for Recorder {
 }
 
 impl Recorder {
+    /// A recorder that keeps every record in memory.
     pub fn new() -> Self {
         Recorder {
             epoch: Instant::now(),
             rows: Mutex::new(Rows::default()),
         }
+    }
+
+    /// A recorder that appends its records to `journal` as it goes.
+    fn with_journal(journal: Journal) -> Self {
+        let rec = Recorder::new();
+        rec.lock().journal = Some(journal);
+        rec
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Rows> {
@@ -100,27 +161,32 @@ impl Recorder {
 
     /// Requests recorded so far.
     pub fn requests(&self) -> usize {
-        self.lock().rows.len()
+        self.lock().total
     }
 
-    /// Everything recorded so far, as a trace.
+    /// The records held in memory (everything recorded so far, without a journal).
     pub fn trace(&self) -> Trace {
-        let rows = self.lock();
-        let seconds = |ns: u64| ns as f64 / 1e9;
-        Trace::from_records(rows.rows.iter().map(|r| {
-            (
-                StreamKey {
-                    module: MODULE.to_string(),
-                    file: rows.files[r.file as usize].to_string(),
-                    rank: i64::from(r.pid),
-                    op: r.op,
-                },
-                r.offset,
-                r.length,
-                seconds(r.start_ns),
-                seconds(r.end_ns),
-            )
-        }))
+        self.lock().trace()
+    }
+
+    /// Appends the records held in memory to the journal.
+    pub fn flush(&self) {
+        self.lock().flush();
+    }
+
+    /// Everything recorded: the journal's records and those still in memory.
+    fn finish(&self) -> Result<Trace> {
+        let mut rows = self.lock();
+        rows.flush();
+        let held = rows.trace();
+        match &rows.journal {
+            Some(j) => {
+                let mut streams = j.read()?.streams;
+                streams.extend(held.streams);
+                Ok(Trace::from_streams(streams))
+            }
+            None => Ok(held),
+        }
     }
 }
 
@@ -153,6 +219,10 @@ impl Observer for Recorder {
             start_ns,
             end_ns,
         });
+        rows.total += 1;
+        if rows.rows.len() >= FLUSH_ROWS {
+            rows.flush();
+        }
     }
 }
 
@@ -235,15 +305,44 @@ pub fn run(req: &TraceMount, notify: &mut dyn FnMut(&str)) -> Result<TraceSummar
     let mountpoint = session::check_mountpoint(&req.mountpoint, &source)?;
     check_out(&req.out, &mountpoint)?;
     session::check_fuse()?;
-    let recorder = Arc::new(Recorder::new());
+    let recorder = Arc::new(Recorder::with_journal(Journal::create(&req.out)?));
+    let journal = journal::journal_path(&req.out);
     let fs = PassthroughFs::new(source, Options::default(), recorder.clone());
     let cfg = MountConfig {
         allow_other: req.allow_other,
         ..MountConfig::default()
     };
-    let ended = session::serve(fs, &mountpoint, &cfg, notify)?;
-    let trace = recorder.trace();
-    write_trace(&trace, &req.out)?;
+    let (stop, stopped) = mpsc::channel::<()>();
+    let flusher = {
+        let recorder = recorder.clone();
+        std::thread::spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(FLUSH_EVERY) {
+                recorder.flush();
+            }
+        })
+    };
+    let served = session::serve(fs, &mountpoint, &cfg, notify);
+    drop(stop);
+    let _ = flusher.join();
+    let ended = match served {
+        Ok(ended) => ended,
+        Err(e) => {
+            if recorder.requests() == 0 {
+                let _ = fs::remove_file(&journal);
+            }
+            return Err(e);
+        }
+    };
+    let keep = |e: FsError| {
+        FsError::Invalid(format!(
+            "{e} (what was recorded is kept in {}: `patio trace recover {}`)",
+            shown(&journal),
+            shown(&req.out)
+        ))
+    };
+    let trace = recorder.finish().map_err(keep)?;
+    write_trace(&trace, &req.out).map_err(keep)?;
+    let _ = fs::remove_file(&journal);
     Ok(TraceSummary {
         requests: trace.requests(),
         streams: trace.streams.len(),
