@@ -11,7 +11,7 @@
 //! | [`markov`] | the Markov baseline (Oly & Reed), trainable and saved |
 //! | [`cache`] | prefetched ranges under one global byte budget; LRU; waste accounting |
 //! | [`backend`] | the slow store: `latency + bytes/bandwidth`, bounded concurrency, jitter, `O_DIRECT` |
-//! | [`striped`] | the striped storage model: targets, stripes, RPCs, seek classes; simulator; eq 3.1/4.1 counts |
+//! | [`striped`] | re-export of `patio-storage`'s striped storage model (targets, stripes, RPCs, seek classes; simulator; eq 3.1/4.1 counts) |
 //! | [`engine`] | worker threads, per-stream readers, adaptive depth, counters |
 //! | [`replay`] | trace-driven replay with compute gaps |
 //! | [`model`] | saved models and model files: which policy a model is for, the one-stream rule, crash-safe writing |
@@ -32,10 +32,13 @@ pub mod model;
 pub mod pattern;
 pub mod policy;
 pub mod replay;
-pub mod rng;
-pub mod striped;
 pub mod window;
 pub mod workloads;
+
+/// The striped storage model and its seeded generator live in `patio-storage`, shared
+/// by prefetch, reorg, layout, AMR and the cache mount; re-exported here for the
+/// prefetch engine's users.
+pub use patio_storage::{rng, striped};
 
 pub use backend::{AlignedBuf, DataFile, IoMode, SlowStore, StoreConfig, DIRECT_ALIGN};
 pub use engine::{Engine, EngineConfig, FileHandle, Stats, StreamReader};

@@ -14,7 +14,7 @@
 //! | [`apply`] | writing the container crash-safely |
 //! | [`intervals`] | claimed byte ranges |
 //!
-//! Costs come from the striped storage model of `patio_prefetch::striped`, shared
+//! Costs come from the striped storage model of `patio_storage::striped`, shared
 //! with the other reorganizations.
 
 pub mod apply;

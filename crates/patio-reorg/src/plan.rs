@@ -23,7 +23,7 @@ use crate::select::{select, Process, SelectOptions};
 use patio_container::{index_log_bytes, IndexMode};
 use patio_core::analysis::{analyze_stream, Kind};
 use patio_core::{Detector, ExtentTable};
-use patio_prefetch::striped::Striping;
+use patio_storage::striped::Striping;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 

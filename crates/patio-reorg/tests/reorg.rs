@@ -6,7 +6,7 @@
 
 use patio_container::{flatten, Reader, Writer};
 use patio_core::trace::{Op, Stream, StreamKey, Trace};
-use patio_prefetch::striped::Striping;
+use patio_storage::striped::Striping;
 use patio_reorg::{apply, plan, PlanOptions, ReorgError, SelectOptions};
 use proptest::prelude::*;
 use std::path::Path;

@@ -11,7 +11,7 @@
 //! * [`Striping::page_counts`] and [`Striping::jump_counts`] — the inputs of the page
 //!   model (eq 3.1: pages and chunks per target) and of the AMR model (eq 4.1: short,
 //!   medium and long jumps per target), in [`counts`];
-//! * the real-time store: a [`crate::SlowStore`] given a striping serves each read as
+//! * the real-time store: patio-prefetch's `SlowStore` given a striping serves each read as
 //!   these RPCs on per-target FIFO clocks and sleeps until the modelled completion.
 //!
 //! # Geometry

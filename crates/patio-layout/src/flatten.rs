@@ -1,0 +1,284 @@
+//! Flattening: a selection under a layout -> the byte extents a read of it touches.
+//!
+//! Unfiltered storage: per grid, the trailing axes whose selection is exactly one
+//! whole, aligned chunk side (for contiguous storage: the whole axis) fold into the run
+//! length; the last other axis `k` contributes its blocks cut at chunk boundaries
+//! (*pieces*), every axis before it its single indices. Enumerating (outer indices,
+//! pieces) row-major is buffer order, so a grid costs `O(runs)` — never `O(elements)`
+//! — and consecutive runs (chunks written back to back) are merged as they are
+//! produced. Points cost `O(points)`.
+//!
+//! Filtered storage: a chunk is read and decompressed whole, so a selection touches
+//! whole stored chunks: per grid the product of the chunk coordinates its axes touch,
+//! each chunk once, in first-touch order; [`Flat::inflated`] counts the bytes
+//! decompressed.
+//!
+//! [`merge_sorted`] gives the offset-sorted, merged extents a cost model counts.
+
+use crate::error::{LayoutError, Result};
+use crate::layout::{row_major_strides, Layout};
+use crate::selection::{Grid, Selection};
+use std::collections::HashSet;
+
+/// The extents one read touches, and the bytes it decompresses.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Flat {
+    /// `(offset, length)` in buffer order (unfiltered) or chunk first-touch order
+    /// (filtered), consecutive extents merged.
+    pub extents: Vec<(u64, u64)>,
+    /// Decompressed bytes (filtered chunks read whole; 0 for unfiltered storage).
+    pub inflated: u64,
+}
+
+/// Appends extents, merging one into its predecessor when it starts where that ended.
+#[derive(Default)]
+struct Runs(Vec<(u64, u64)>);
+
+impl Runs {
+    #[inline]
+    fn push(&mut self, off: u64, len: u64) {
+        if let Some(last) = self.0.last_mut() {
+            if last.0 + last.1 == off {
+                last.1 += len;
+                return;
+            }
+        }
+        self.0.push((off, len));
+    }
+}
+
+/// The extents of `sel` under `layout` (see the module comment for the order).
+pub fn flatten(layout: &Layout, sel: &Selection) -> Result<Flat> {
+    sel.check(&layout.shape)?;
+    if layout.filtered() {
+        return Ok(filtered(layout, sel));
+    }
+    let mut runs = Runs::default();
+    if layout.rank() == 0 {
+        if let Some(a) = layout.addresses[0] {
+            for _ in 0..sel.nelements() {
+                runs.push(a, layout.itemsize);
+            }
+        }
+        return Ok(Flat {
+            extents: runs.0,
+            inflated: 0,
+        });
+    }
+    match sel {
+        Selection::Grids(gs) => {
+            let geo = Geometry::of(layout);
+            for g in gs.iter().filter(|g| !g.is_empty()) {
+                grid_runs(layout, &geo, g, &mut runs);
+            }
+        }
+        Selection::Points { coords, .. } => {
+            let geo = Geometry::of(layout);
+            for p in coords.chunks(layout.rank()) {
+                if let Some(a) = point_address(layout, &geo, p) {
+                    runs.push(a, layout.itemsize);
+                }
+            }
+        }
+    }
+    Ok(Flat {
+        extents: runs.0,
+        inflated: 0,
+    })
+}
+
+/// Strides of the chunk grid and inside one chunk.
+struct Geometry {
+    grid_strides: Vec<u64>,
+    chunk_strides: Vec<u64>,
+}
+
+impl Geometry {
+    fn of(layout: &Layout) -> Geometry {
+        Geometry {
+            grid_strides: row_major_strides(&layout.grid()),
+            chunk_strides: row_major_strides(&layout.chunk),
+        }
+    }
+}
+
+fn point_address(layout: &Layout, geo: &Geometry, p: &[u64]) -> Option<u64> {
+    let (mut chunk_lin, mut local) = (0u64, 0u64);
+    for j in 0..p.len() {
+        let c = p[j] / layout.chunk[j];
+        chunk_lin += c * geo.grid_strides[j];
+        local += (p[j] - c * layout.chunk[j]) * geo.chunk_strides[j];
+    }
+    layout.addresses[chunk_lin as usize].map(|a| a + local * layout.itemsize)
+}
+
+/// Contributions of one selected index (or piece) to the chunk's linear index and to
+/// the element's linear index inside its chunk.
+#[derive(Clone, Copy)]
+struct Step {
+    chunk: u64,
+    local: u64,
+}
+
+fn grid_runs(layout: &Layout, geo: &Geometry, g: &Grid, runs: &mut Runs) {
+    let d = layout.rank();
+    let chunk = &layout.chunk;
+    let whole = |j: usize| -> bool {
+        let b = &g.axes[j].blocks;
+        b.len() == 1 && b[0].1 == chunk[j] && b[0].0 % chunk[j] == 0
+    };
+    let k = (0..d).rev().find(|&j| !whole(j)).unwrap_or(0);
+    let inner: u64 = chunk[k + 1..].iter().product();
+    let mut tail = 0u64;
+    for j in k + 1..d {
+        tail += (g.axes[j].blocks[0].0 / chunk[j]) * geo.grid_strides[j];
+    }
+    // Axes before k: every selected index.
+    let outer: Vec<Vec<Step>> = (0..k)
+        .map(|j| {
+            let (cs, gs, ls) = (chunk[j], geo.grid_strides[j], geo.chunk_strides[j]);
+            let mut v = Vec::with_capacity(g.axes[j].len() as usize);
+            for &(s, n) in &g.axes[j].blocks {
+                for i in s..s + n {
+                    let c = i / cs;
+                    v.push(Step {
+                        chunk: c * gs,
+                        local: (i - c * cs) * ls,
+                    });
+                }
+            }
+            v
+        })
+        .collect();
+    // Axis k: blocks cut at chunk boundaries.
+    let (cs, gs, ls) = (chunk[k], geo.grid_strides[k], geo.chunk_strides[k]);
+    let mut pieces: Vec<(Step, u64)> = Vec::new();
+    for &(s, n) in &g.axes[k].blocks {
+        let mut lo = s;
+        let end = s + n;
+        while lo < end {
+            let c = lo / cs;
+            let hi = end.min((c + 1) * cs);
+            pieces.push((
+                Step {
+                    chunk: c * gs + tail,
+                    local: (lo - c * cs) * ls,
+                },
+                (hi - lo) * inner * layout.itemsize,
+            ));
+            lo = hi;
+        }
+    }
+    let item = layout.itemsize;
+    let addresses = &layout.addresses;
+    let mut emit = |base: Step| {
+        for &(p, len) in &pieces {
+            if let Some(a) = addresses[(base.chunk + p.chunk) as usize] {
+                runs.push(a + (base.local + p.local) * item, len);
+            }
+        }
+    };
+    odometer(&outer, Step { chunk: 0, local: 0 }, &mut emit);
+}
+
+/// Calls `emit` with the summed steps of every combination of `axes`, row-major.
+fn odometer(axes: &[Vec<Step>], acc: Step, emit: &mut dyn FnMut(Step)) {
+    match axes.split_first() {
+        None => emit(acc),
+        Some((first, rest)) => {
+            for s in first {
+                odometer(
+                    rest,
+                    Step {
+                        chunk: acc.chunk + s.chunk,
+                        local: acc.local + s.local,
+                    },
+                    emit,
+                );
+            }
+        }
+    }
+}
+
+fn filtered(layout: &Layout, sel: &Selection) -> Flat {
+    let stored = layout.stored.as_deref().unwrap_or(&[]);
+    let geo = Geometry::of(layout);
+    let mut seen: HashSet<u64> = HashSet::new();
+    let mut order: Vec<u64> = Vec::new();
+    let mut touch = |c: u64| {
+        if seen.insert(c) {
+            order.push(c);
+        }
+    };
+    match sel {
+        Selection::Grids(gs) => {
+            for g in gs.iter().filter(|g| !g.is_empty()) {
+                let per_axis: Vec<Vec<Step>> = g
+                    .axes
+                    .iter()
+                    .enumerate()
+                    .map(|(j, a)| {
+                        let mut cs: Vec<Step> = Vec::new();
+                        for &(s, n) in &a.blocks {
+                            for c in s / layout.chunk[j]..=(s + n - 1) / layout.chunk[j] {
+                                let step = Step {
+                                    chunk: c * geo.grid_strides[j],
+                                    local: 0,
+                                };
+                                if cs.last().is_none_or(|l| l.chunk != step.chunk) {
+                                    cs.push(step);
+                                }
+                            }
+                        }
+                        cs
+                    })
+                    .collect();
+                odometer(&per_axis, Step { chunk: 0, local: 0 }, &mut |s| {
+                    touch(s.chunk)
+                });
+            }
+        }
+        Selection::Points { coords, .. } => {
+            for p in coords.chunks(layout.rank().max(1)) {
+                let c: u64 = (0..p.len())
+                    .map(|j| (p[j] / layout.chunk[j]) * geo.grid_strides[j])
+                    .sum();
+                touch(c);
+            }
+        }
+    }
+    let mut out = Flat::default();
+    let mut runs = Runs::default();
+    for c in order {
+        if let Some(a) = layout.addresses[c as usize] {
+            runs.push(a, stored[c as usize]);
+            out.inflated += layout.chunk_bytes();
+        }
+    }
+    out.extents = runs.0;
+    out
+}
+
+/// `extents` sorted by offset with overlapping and adjacent extents merged (empty ones
+/// dropped): the set of bytes a read must fetch.
+pub fn merge_sorted(extents: &[(u64, u64)]) -> Result<Vec<(u64, u64)>> {
+    let mut v: Vec<(u64, u64)> = extents.iter().copied().filter(|e| e.1 > 0).collect();
+    for &(o, n) in &v {
+        if o.checked_add(n).is_none() {
+            return Err(LayoutError::Layout(format!(
+                "extent at {o} of {n} bytes ends past 2^64"
+            )));
+        }
+    }
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for (o, n) in v {
+        match out.last_mut() {
+            Some(last) if o <= last.0 + last.1 => {
+                last.1 = last.1.max(o + n - last.0);
+            }
+            _ => out.push((o, n)),
+        }
+    }
+    Ok(out)
+}

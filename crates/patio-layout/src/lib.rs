@@ -1,0 +1,24 @@
+//! patio-layout: the HDF5 layout core. For one read of a stored array it answers, in
+//! microseconds, which bytes each copy (the original, a replica) would touch and what
+//! that costs on the striped storage model — the decision `patio.h5`, `patio layout`,
+//! the VOL connector and the MPI-IO layer all make through this crate.
+//!
+//! | module | role |
+//! |---|---|
+//! | [`selection`] | grids (hyperslabs, products of index sets) and point lists |
+//! | [`layout`] | contiguous and chunked storage, filtered chunks with stored sizes |
+//! | [`flatten`] | selection x layout -> byte extents, in closed form per run |
+//! | [`price`] | eq 3.1 with a decompression term over `patio-storage`'s model |
+//! | [`error`] | [`LayoutError`] |
+
+pub mod error;
+pub mod flatten;
+pub mod layout;
+pub mod price;
+pub mod selection;
+
+pub use error::{LayoutError, Result};
+pub use flatten::{flatten, merge_sorted, Flat};
+pub use layout::Layout;
+pub use price::{price, Constants};
+pub use selection::{Axis, Grid, Selection};
