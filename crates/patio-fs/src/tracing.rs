@@ -402,6 +402,56 @@ mod tests {
         assert!(s.ends.iter().zip(&s.starts).all(|(e, st)| e > st));
     }
 
+    fn record(rec: &Recorder, n: u64, from: u64) {
+        let path: Arc<str> = "f".into();
+        let now = Instant::now();
+        for i in from..from + n {
+            rec.io(&IoEvent {
+                path: &path,
+                pid: 0,
+                op: Op::Read,
+                offset: i * 100,
+                length: 100,
+                start: now,
+                end: now,
+            });
+        }
+    }
+
+    #[test]
+    fn records_reach_the_journal_at_flushes_and_the_trace_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("t.ptrace");
+        let rec = Recorder::with_journal(Journal::create(&out).unwrap());
+        record(&rec, 10, 0);
+        let journaled = |rec: &Recorder| {
+            let rows = rec.lock();
+            rows.journal.as_ref().unwrap().read().unwrap().requests()
+        };
+        assert_eq!(journaled(&rec), 0, "nothing before a flush");
+        rec.flush();
+        assert_eq!(journaled(&rec), 10);
+        record(&rec, FLUSH_ROWS as u64, 10); // a full buffer is flushed without waiting
+        assert_eq!(journaled(&rec), 10 + FLUSH_ROWS);
+        // A journal that failed keeps the rest in memory; the end has both.
+        rec.lock().journal.as_mut().unwrap().broken = Some("disk full".into());
+        record(&rec, 7, 10 + FLUSH_ROWS as u64);
+        rec.flush();
+        assert_eq!(journaled(&rec), 10 + FLUSH_ROWS);
+        let t = rec.finish().unwrap();
+        assert_eq!(
+            (t.requests(), rec.requests()),
+            (17 + FLUSH_ROWS, 17 + FLUSH_ROWS)
+        );
+        let offsets = &t.streams[0].offsets;
+        assert_eq!(
+            *offsets,
+            (0..17 + FLUSH_ROWS as u64)
+                .map(|i| i * 100)
+                .collect::<Vec<_>>()
+        );
+    }
+
     #[test]
     fn traces_are_written_whole_in_either_format() {
         let rec = Recorder::new();
