@@ -373,3 +373,30 @@ def test_a_database_lock_left_by_a_killed_process_is_broken(tmp_path: Path,
     os.utime(lock, (old, old))
     with KnowledgeBase(p) as kb:  # opening breaks it too
         assert sum(x.reads for x in kb.patterns()) == 3
+
+
+def test_merges_are_split_into_bounded_transactions(tmp_path: Path, layout_dir: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backlog larger than one merge transaction takes several, each advancing the
+    logs' offsets with the rows it inserted: the total is still exact."""
+    from patio.layout import kb as kbmod
+
+    monkeypatch.setattr(kbmod, "MERGE_ROWS", 15)
+    p = tmp_path / "s.h5"
+    make_file(p)
+    sel = Selection.hyperslab(SHAPE, Hyperslab.box((6, 0), (7, 8)))
+    writers = [KnowledgeBase(p), KnowledgeBase(p)]
+    for i in range(4):
+        writers[0].record([("/a", sel, 64, 1, "r", float(i), 0.0)] * 10)
+    writers[1].record([("/a", sel, 64, 2, "r", 9.0, 0.0)] * 15)
+    merger = KnowledgeBase(p)
+    commits = []
+    real = merger.transaction
+    monkeypatch.setattr(merger, "transaction", lambda: commits.append(1) or real())
+    assert merger.merge() == 55
+    # Whole frames, until 15 rows are passed: 10+10 | 10+10 | 15.
+    assert len(commits) == 3
+    merger.close()
+    for w in writers:
+        w.close()
+    assert total_reads(p) == 55

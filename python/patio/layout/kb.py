@@ -57,8 +57,10 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 2
 #: Raw access rows kept before a merge compacts them.
 COMPACT_THRESHOLD = 512
-#: Rows merged per transaction (so no transaction holds the lock for long).
+#: Rows merged per transaction, and the time after which a merge transaction reads no
+#: further log: no transaction holds the lock anywhere near LOCK_STALE_SECONDS.
 MERGE_ROWS = 50_000
+MERGE_SECONDS = 10.0
 #: A database lock (``kb.sqlite.lock``) older than this was left by a killed process.
 LOCK_STALE_SECONDS = 60.0
 BUSY_MS = 10_000
@@ -360,7 +362,7 @@ class KnowledgeBase:
             self.db.execute("PRAGMA busy_timeout=0")
         try:
             while True:
-                n, done = self._merge_some()
+                n, done, more = self._merge_some()
                 total += n
                 if done:
                     for name in done:
@@ -373,7 +375,7 @@ class KnowledgeBase:
                                        [(name,) for name in done])
                 if n and self.raw_rows() >= COMPACT_THRESHOLD:
                     self._fold()
-                if n < MERGE_ROWS:
+                if not more or not n:  # nothing merged: leave the rest to the next merge
                     return total
         except sqlite3.OperationalError:
             if wait:
@@ -383,16 +385,19 @@ class KnowledgeBase:
             if not wait:
                 self.db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
 
-    def _merge_some(self) -> tuple[int, list[str]]:
-        """One merge transaction of at most about MERGE_ROWS rows: (rows, finished logs)."""
+    def _merge_some(self) -> tuple[int, list[str], bool]:
+        """One merge transaction of at most about MERGE_ROWS rows or MERGE_SECONDS:
+        (rows, finished logs, whether logs were left for another transaction)."""
         names = kblog.log_names(self.log.directory)
         if not names:
-            return 0, []
-        n, done = 0, []
+            return 0, [], False
+        n, done, more = 0, [], False
         with self.transaction() as db:
+            began = time.monotonic()
             merged = dict(db.execute("SELECT name, offset FROM record_log").fetchall())
             for name in names:
-                if n >= MERGE_ROWS:
+                if n >= MERGE_ROWS or time.monotonic() - began > MERGE_SECONDS:
+                    more = True
                     break
                 path = self.log.directory / name
                 start = int(merged.get(name, 0))
@@ -405,7 +410,7 @@ class KnowledgeBase:
                 end, complete = start, True
                 for frame in dec.frames:
                     if frame.rows and n >= MERGE_ROWS:
-                        complete = False
+                        complete, more = False, True
                         break
                     if frame.rows:
                         db.executemany(
@@ -418,7 +423,7 @@ class KnowledgeBase:
                                (name, end, time.time()))
                 if complete and (dec.finished or gone):
                     done.append(name)
-        return n, done
+        return n, done, more
 
     def pending_logs(self) -> int:
         """Record logs not yet merged and removed."""
