@@ -18,7 +18,7 @@ pub mod price;
 pub mod selection;
 
 pub use error::{LayoutError, Result};
-pub use flatten::{flatten, merge_sorted, Flat};
+pub use flatten::{flatten, flatten_pages, merge_sorted, Flat};
 pub use layout::Layout;
-pub use price::{price, Constants};
+pub use price::{price, price_selection, Constants};
 pub use selection::{Axis, Grid, Selection};

@@ -11,7 +11,9 @@
 //! at the same time. A read that touches no page costs nothing.
 
 use crate::error::{LayoutError, Result};
-use crate::flatten::Flat;
+use crate::flatten::{flatten_pages, Flat};
+use crate::layout::Layout;
+use crate::selection::Selection;
 use patio_storage::Striping;
 
 /// eq 3.1's constants in seconds: per page, per run, per read, per decompressed byte.
@@ -47,4 +49,16 @@ pub fn price(model: &Striping, c: &Constants, clients: &[&Flat]) -> Result<f64> 
         .map(|(&p, &k)| p as f64 * c.t_pg + k as f64 * c.t_chk)
         .fold(0.0, f64::max);
     Ok(busiest + c.t_lat + inflate)
+}
+
+/// Modelled seconds of reading `sel` from `layout` alone (flattened at the model's
+/// page size, so scattered elements cost what their pages cost to count).
+pub fn price_selection(
+    model: &Striping,
+    c: &Constants,
+    layout: &Layout,
+    sel: &Selection,
+) -> Result<f64> {
+    let f = flatten_pages(layout, sel, model.page_size)?;
+    price(model, c, &[&f])
 }

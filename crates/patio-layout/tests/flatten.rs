@@ -112,7 +112,11 @@ fn layout(shape: Vec<u64>) -> impl Strategy<Value = Layout> {
         if kind == 0 {
             return Layout::contiguous(&shape, itemsize, seed % 1000).unwrap();
         }
-        let grid: Vec<u64> = shape.iter().zip(&chunk).map(|(&n, &c)| n.div_ceil(c)).collect();
+        let grid: Vec<u64> = shape
+            .iter()
+            .zip(&chunk)
+            .map(|(&n, &c)| n.div_ceil(c))
+            .collect();
         let cells: u64 = grid.iter().product();
         let chunk_bytes: u64 = chunk.iter().product::<u64>() * itemsize;
         // A permutation of slots (chunks written out of grid order), some unallocated.
@@ -124,7 +128,9 @@ fn layout(shape: Vec<u64>) -> impl Strategy<Value = Layout> {
             r ^= r << 17;
             slots.swap(i, (r % (i as u64 + 1)) as usize);
         }
-        let stored: Vec<u64> = (0..cells).map(|i| 1 + (i * 7 + seed) % chunk_bytes).collect();
+        let stored: Vec<u64> = (0..cells)
+            .map(|i| 1 + (i * 7 + seed) % chunk_bytes)
+            .collect();
         let addr: Vec<i64> = slots
             .iter()
             .enumerate()
@@ -145,14 +151,11 @@ fn case() -> impl Strategy<Value = (Layout, Selection)> {
     prop::collection::vec(1..7u64, 1..4).prop_flat_map(|shape| {
         let d = shape.len();
         let grids = prop::collection::vec(grid(shape.clone()), 1..3).prop_map(Selection::Grids);
-        let points = prop::collection::vec(
-            shape.iter().map(|&n| 0..n).collect::<Vec<_>>(),
-            0..12,
-        )
-        .prop_map(move |ps| Selection::Points {
-            rank: d,
-            coords: ps.into_iter().flatten().collect(),
-        });
+        let points = prop::collection::vec(shape.iter().map(|&n| 0..n).collect::<Vec<_>>(), 0..12)
+            .prop_map(move |ps| Selection::Points {
+                rank: d,
+                coords: ps.into_iter().flatten().collect(),
+            });
         (layout(shape), prop_oneof![grids, points])
     })
 }
@@ -203,4 +206,18 @@ fn a_filtered_read_costs_its_stored_chunks_and_their_decompression() {
     };
     let t = patio_layout::price(&model, &c, &[&f]).unwrap();
     assert!((t - (1e-4 + 1e-3 + 1e-2 + 32e-6)).abs() < 1e-12, "{t}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// Page-granular flattening prices exactly what byte-exact flattening prices.
+    #[test]
+    fn page_granular_extents_count_the_same_pages((l, sel) in case(), page in 1..64u64, targets in 1..4usize) {
+        let model = Striping { targets, stripe_size: page * 3, rpc_size: page * 3, page_size: page, ..Striping::default() };
+        let exact = flatten(&l, &sel).unwrap();
+        let coarse = patio_layout::flatten_pages(&l, &sel, page).unwrap();
+        prop_assert!(coarse.extents.len() <= exact.extents.len());
+        prop_assert_eq!(model.page_counts(&exact.extents).unwrap(), model.page_counts(&coarse.extents).unwrap());
+    }
 }

@@ -21,6 +21,7 @@
 
 mod container;
 mod convert;
+mod layout;
 mod maps;
 mod prefetch;
 mod seq;
@@ -51,6 +52,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LOOKUP_UNMAPPED", maps::LOOKUP_UNMAPPED)?;
     container::register(m)?;
     store::register(m)?;
+    layout::register(m)?;
     m.add("DEFAULT_WINDOW", patio_core::detect::DEFAULT_WINDOW as u64)?;
     Ok(())
 }

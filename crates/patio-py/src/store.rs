@@ -309,6 +309,13 @@ fn report_dict<'py>(py: Python<'py>, r: &SimReport) -> PyResult<Bound<'py, PyDic
 }
 
 /// Adds `StorageModel` to the module.
+impl PyStorageModel {
+    /// The model itself, for the other bindings that price on it.
+    pub(crate) fn striping(&self) -> &Striping {
+        &self.inner
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStorageModel>()
 }

@@ -25,18 +25,29 @@ from .flatten import Extents
 
 @dataclass(frozen=True)
 class Constants:
-    """eq 3.1's constants in seconds: per page, per non-contiguous run, per read."""
+    """eq 3.1's constants in seconds: per page, per non-contiguous run, per read, and
+    per byte decompressed from a filtered chunk (0 when not measured)."""
 
     t_pg: float
     t_chk: float
     t_lat: float
+    t_dec: float = 0.0
 
     def to_json(self) -> dict[str, float]:
         return asdict(self)
 
+    def as_tuple(self) -> tuple[float, float, float, float]:
+        return (self.t_pg, self.t_chk, self.t_lat, self.t_dec)
+
     @staticmethod
     def from_json(d: dict[str, Any]) -> Constants:
-        return Constants(float(d["t_pg"]), float(d["t_chk"]), float(d["t_lat"]))
+        return Constants(float(d["t_pg"]), float(d["t_chk"]), float(d["t_lat"]),
+                         float(d.get("t_dec", DEFAULT_T_DEC)))
+
+
+#: Seconds per byte decompressed from a deflate-filtered chunk when not probed: zlib
+#: inflates ~300 MB/s per core on current x86 servers; ``patio layout probe`` measures it.
+DEFAULT_T_DEC = 1.0 / 300e6
 
 
 def storage_model(name_or_params: str | dict[str, Any] = "lustre") -> Any:
@@ -70,6 +81,16 @@ def predict(model: Any, consts: Constants, clients: Sequence[Extents]) -> float:
     return float(per_target.max() + consts.t_lat)
 
 
+def price(layout: Any, selection: Any, model: Any, consts: Constants) -> float:
+    """eq 3.1 (with the decompression term) of reading ``selection`` - a
+    :class:`~patio.layout.selection.Selection` or the core's ``LayoutSelection`` - from
+    ``layout`` alone, computed by the layout core."""
+    from .flatten import native_layout
+
+    nsel = selection.native() if hasattr(selection, "native") else selection
+    return float(native_layout(layout).price(nsel, model, consts.as_tuple()))
+
+
 def fit(samples: Sequence[tuple[float, float, float]]) -> Constants:
     """Least-squares ``seconds = t_lat + pages*t_pg + chunks*t_chk`` over probe samples
     ``(pages, chunks, seconds)``, constrained to non-negative constants."""
@@ -83,7 +104,8 @@ def fit(samples: Sequence[tuple[float, float, float]]) -> Constants:
         active.pop(int(np.argmin(sol)))
     full = np.zeros(3)
     full[active] = np.maximum(sol, 0.0)
-    return Constants(t_pg=float(full[1]), t_chk=float(full[2]), t_lat=float(full[0]))
+    return Constants(t_pg=float(full[1]), t_chk=float(full[2]), t_lat=float(full[0]),
+                     t_dec=DEFAULT_T_DEC)
 
 
 def probe_requests(span: int, page: int = 4096) -> list[tuple[list[int], list[int]]]:

@@ -30,8 +30,10 @@ from typing import Any, Callable
 import h5py
 import numpy as np
 
+from patio._native import LayoutSelection
+
 from . import cost as costmodel
-from .flatten import Extents, flatten, merge_sorted
+from .flatten import Extents, native_layout
 from .h5sel import product_axes, read, read_flat, read_permuted
 from .replicas import Replica
 from .selection import Selection, product
@@ -46,11 +48,18 @@ class Candidate:
     replica: Replica | None
     seconds: float
     run: Callable[[], np.ndarray]
-    extents: list[Extents] = field(default_factory=list)
+    #: The parts as priced: the layout of each copy read and the core's selection in it.
+    priced: list[tuple[Layout, Any]] = field(default_factory=list)
     #: Modelled seconds saved against the original (set by :meth:`Decider.choose`).
     saved: float = 0.0
     #: Where each entry of ``extents`` comes from, for plans of several parts.
     parts: list[Replica | None] | None = None
+
+    @property
+    def extents(self) -> list[Extents]:
+        """Each part's sorted, merged byte extents (flattened on demand: the decision
+        itself only prices them)."""
+        return [Extents(*native_layout(lay).flatten_sorted(nsel)) for lay, nsel in self.priced]
 
     @property
     def sources(self) -> list[Replica | None]:
@@ -85,19 +94,22 @@ class Decider:
             self._layouts[rep.row.id] = physical_layout(rep.dataset())
         return self._layouts[rep.row.id]
 
-    def _seconds(self, parts: list[tuple[Replica | None, Selection]]) -> tuple[float, list[Extents]]:
-        """Modelled time of reading ``parts`` one after the other."""
-        total, exts = 0.0, []
-        for rep, sel in parts:
-            ext = merge_sorted(flatten(self.layout_of(rep), sel))
-            exts.append(ext)
-            total += costmodel.predict(self.model, self.consts, [ext])
-        return total, exts
+    def _seconds(self, parts: list[tuple[Replica | None, Any]]
+                 ) -> tuple[float, list[tuple[Layout, Any]]]:
+        """Modelled time of reading ``parts`` (each a copy and the core's selection in
+        it) one after the other, priced by the layout core."""
+        total, priced = 0.0, []
+        consts = self.consts.as_tuple()
+        for rep, nsel in parts:
+            lay = self.layout_of(rep)
+            priced.append((lay, nsel))
+            total += native_layout(lay).price(nsel, self.model, consts)
+        return total, priced
 
     def candidates(self, sel: Selection, dtype: Any = None) -> list[Candidate]:
         orig = self.original
         out = []
-        secs, exts = self._seconds([(None, sel)])
+        secs, exts = self._seconds([(None, sel.native())])
         out.append(Candidate("original", None, secs, lambda: read(orig, sel, dtype), exts))
         axes = product_axes(sel)
         lo, hi = (np.asarray(b, np.int64) for b in sel.bounds())
@@ -144,22 +156,22 @@ class Decider:
                 missing &= ~gains[i]
             if len(chosen) < 2:
                 continue
-            parts: list[tuple[Replica | None, Selection]] = []
-            plans: list[tuple[Replica | None, np.ndarray, Selection, tuple[int, ...]]] = []
+            parts: list[tuple[Replica | None, Any]] = []
+            plans: list[tuple[Replica | None, np.ndarray, tuple[int, ...], list[np.ndarray],
+                              tuple[int, ...]]] = []
             for rep, mask in chosen:
                 sets = rep.axes_sets
                 assert sets is not None
                 pos = [np.searchsorted(s_, a) for s_, a in zip(sets, axes)]
                 pos[k] = np.searchsorted(sets[k], axes[k][mask])
-                sub = product(tuple(len(s_) for s_ in sets), pos)
-                parts.append((rep, sub.permuted(rep.perm or tuple(range(len(sets))))))
-                plans.append((rep, mask, sub, rep.perm or tuple(range(len(sets)))))
+                perm = rep.perm or tuple(range(len(sets)))
+                parts.append((rep, LayoutSelection.product(pos).permuted(list(perm))))
+                plans.append((rep, mask, tuple(len(s_) for s_ in sets), pos, perm))
             if missing.any():
                 rest = list(axes)
                 rest[k] = axes[k][missing]
-                orig_sel = product(tuple(self.original.shape), rest)
-                parts.append((None, orig_sel))
-                plans.append((None, missing, orig_sel, ()))
+                parts.append((None, LayoutSelection.product(rest)))
+                plans.append((None, missing, tuple(self.original.shape), rest, ()))
             secs, exts = self._seconds(parts)
             if best is not None and secs >= best.seconds:
                 continue
@@ -167,7 +179,8 @@ class Decider:
 
             def run(plans: Any = plans, k: int = k, shape: Any = shape) -> np.ndarray:
                 out: np.ndarray | None = None
-                for rep, mask, sub, perm in plans:
+                for rep, mask, space, pos, perm in plans:
+                    sub = product(space, pos)
                     got = (read(self.original, sub, dtype) if rep is None else
                            read_permuted(rep.dataset(), sub, perm, dtype))
                     assert got is not None
@@ -211,14 +224,14 @@ class Decider:
                    dtype: Any) -> Candidate | None:
         name = f"{rep.kind}#{rep.row.id}"
         if rep.kind in ("chunked", "zorder", "hilbert"):
-            secs, exts = self._seconds([(rep, sel)])
+            secs, exts = self._seconds([(rep, sel.native())])
             return Candidate(name, rep, secs, lambda: read(rep.dataset(), sel, dtype), exts)
         if rep.kind == "transposed":
             if axes is None and sel.kind != "points":
                 return None
             perm = rep.perm
             assert perm is not None
-            secs, exts = self._seconds([(rep, sel.permuted(perm))])
+            secs, exts = self._seconds([(rep, sel.native().permuted(list(perm)))])
 
             def run_t() -> np.ndarray:
                 got = read_permuted(rep.dataset(), sel, perm, dtype)
@@ -244,11 +257,10 @@ class Decider:
         perm = rep.perm or tuple(range(len(sets)))
         if not outside:
             pos = [np.searchsorted(s, a) for s, a in zip(sets, axes)]
-            sub = product(rshape, pos)
-            secs, exts = self._seconds([(rep, sub.permuted(perm))])
+            secs, exts = self._seconds([(rep, LayoutSelection.product(pos).permuted(list(perm)))])
 
             def run_sub() -> np.ndarray:
-                got = read_permuted(rep.dataset(), sub, perm, dtype)
+                got = read_permuted(rep.dataset(), product(rshape, pos), perm, dtype)
                 assert got is not None
                 return got.reshape(sel.out_shape)
 
@@ -262,17 +274,16 @@ class Decider:
         rest = axes[k][~inside[k]]
         pos = [np.searchsorted(s, a) for s, a in zip(sets, axes)]
         pos[k] = np.searchsorted(sets[k], held)
-        rep_sel = product(rshape, pos)
         rest_axes = list(axes)
         rest_axes[k] = rest
-        orig_sel = product(tuple(self.original.shape), rest_axes)
-        secs, exts = self._seconds([(rep, rep_sel.permuted(perm)), (None, orig_sel)])
+        secs, exts = self._seconds([(rep, LayoutSelection.product(pos).permuted(list(perm))),
+                                    (None, LayoutSelection.product(rest_axes))])
         shape = tuple(len(a) for a in axes)
 
         def run_split() -> np.ndarray:
-            a = read_permuted(rep.dataset(), rep_sel, perm, dtype)
+            a = read_permuted(rep.dataset(), product(rshape, pos), perm, dtype)
             assert a is not None
-            b = read(self.original, orig_sel, dtype)
+            b = read(self.original, product(tuple(self.original.shape), rest_axes), dtype)
             out = np.empty(shape, dtype=a.dtype)
             index: list[Any] = [slice(None)] * len(shape)
             index[k] = np.flatnonzero(inside[k])
@@ -296,12 +307,12 @@ class Decider:
         rshape = (len(linear),)
         order = np.argsort(pos[held], kind="stable")
         rep_sel = Selection.from_points(rshape, pos[held][order][:, None])
-        parts: list[tuple[Replica | None, Selection]] = [(rep, rep_sel)]
+        parts: list[tuple[Replica | None, Any]] = [(rep, rep_sel.native())]
         rest_sel = None
         if not held.all():
             assert sel.points is not None
             rest_sel = Selection.from_points(sel.shape, sel.points[~held])
-            parts.append((None, rest_sel))
+            parts.append((None, rest_sel.native()))
         secs, exts = self._seconds(parts)
 
         def run_points() -> np.ndarray:

@@ -192,6 +192,28 @@ class Selection:
         return Selection(shape, self.kind, tuple(s.permuted(axes) for s in self.slabs), None,
                          self.out_shape)
 
+    def native(self) -> Any:
+        """The layout core's ``LayoutSelection`` for this selection (made once)."""
+        cached = self.__dict__.get("_native")
+        if cached is not None:
+            return cached
+        from patio._native import LayoutSelection
+
+        try:
+            if self.ndim == 0:
+                cached = LayoutSelection.points(0, np.zeros(self.nelements(), np.int64))
+            elif self.kind == "points":
+                assert self.points is not None
+                cached = LayoutSelection.points(self.ndim, self.points.reshape(-1))
+            else:
+                values = np.array([s.start + s.stride + s.count + s.block for s in self.slabs],
+                                  dtype=np.int64).reshape(-1)
+                cached = LayoutSelection.slabs(self.ndim, values)
+        except OverflowError as e:  # a negative coordinate
+            raise ValueError(f"selection outside the array: {e}") from None
+        object.__setattr__(self, "_native", cached)
+        return cached
+
     # -- reference enumeration (tests and small selections only) -------------------
     def element_coords(self) -> np.ndarray:
         """Every selected element's coordinates, ``(n, ndim)``, in buffer order.

@@ -27,13 +27,17 @@ Layout = Any  # Contiguous | Chunked
 
 
 class UnsupportedLayout(Exception):
-    """A dataset whose bytes cannot be located (compact storage, filtered chunks)."""
+    """A dataset whose bytes cannot be located (compact, external or virtual storage)."""
 
 
 def physical_layout(dset: h5py.Dataset) -> Layout:
     """The dataset's layout in its file, with real addresses."""
     shape = tuple(int(n) for n in dset.shape)
     itemsize = int(dset.dtype.itemsize)
+    if dset.is_virtual:
+        raise UnsupportedLayout(f"{dset.name}: a virtual dataset (its bytes live in other files)")
+    if dset.external:
+        raise UnsupportedLayout(f"{dset.name}: external storage")
     if dset.chunks is None:
         off = dset.id.get_offset()
         if off is None:
@@ -44,13 +48,15 @@ def physical_layout(dset: h5py.Dataset) -> Layout:
         return Contiguous(shape, itemsize, int(off))
     chunk = tuple(int(c) for c in dset.chunks)
     grid = tuple(-(-n // c) for n, c in zip(shape, chunk))
-    addresses = np.full(int(np.prod(grid, dtype=np.int64)), -1, dtype=np.int64)
-    if dset.compression is not None or dset.shuffle or dset.fletcher32 or dset.scaleoffset:
-        raise UnsupportedLayout(f"{dset.name}: filtered chunks (compression) are not modelled")
+    cells = int(np.prod(grid, dtype=np.int64))
+    addresses = np.full(cells, -1, dtype=np.int64)
+    filtered = dset.id.get_create_plist().get_nfilters() > 0
+    stored = np.zeros(cells, dtype=np.int64) if filtered else None
     n = dset.id.get_num_chunks()
     if n:
         offs = np.empty((n, len(shape)), dtype=np.int64)
         addr = np.empty(n, dtype=np.int64)
+        size = np.empty(n, dtype=np.int64)
         if hasattr(dset.id, "chunk_iter"):
             i = 0
 
@@ -58,6 +64,7 @@ def physical_layout(dset: h5py.Dataset) -> Layout:
                 nonlocal i
                 offs[i] = info.chunk_offset
                 addr[i] = info.byte_offset
+                size[i] = info.size
                 i += 1
 
             dset.id.chunk_iter(visit)
@@ -66,9 +73,16 @@ def physical_layout(dset: h5py.Dataset) -> Layout:
                 info = dset.id.get_chunk_info(i)
                 offs[i] = info.chunk_offset
                 addr[i] = info.byte_offset
+                size[i] = info.size
+        if (offs < 0).any() or (offs % np.asarray(chunk) != 0).any() \
+                or (offs >= np.maximum(np.asarray(shape), 1)).any() or (addr < 0).any():
+            raise UnsupportedLayout(f"{dset.name}: the chunk index is corrupt (a chunk outside "
+                                    "the dataset or at a negative address)")
         idx = np.ravel_multi_index(tuple((offs // np.asarray(chunk)).T), grid)
         addresses[idx] = addr
-    return Chunked(shape, itemsize, chunk, addresses)
+        if stored is not None:
+            stored[idx] = size
+    return Chunked(shape, itemsize, chunk, addresses, stored)
 
 
 def storage_ranges(layout: Layout) -> list[tuple[int, int]]:
@@ -77,8 +91,11 @@ def storage_ranges(layout: Layout) -> list[tuple[int, int]]:
         n = int(np.prod(layout.shape, dtype=np.int64)) * layout.itemsize
         return [(layout.base, n)] if n else []
     chunk_bytes = int(np.prod(layout.chunk, dtype=np.int64)) * layout.itemsize
-    addrs = np.sort(layout.addresses[layout.addresses >= 0])
-    return [(int(a), chunk_bytes) for a in addrs]
+    held = layout.addresses >= 0
+    sizes = layout.stored[held] if layout.stored is not None else \
+        np.full(int(held.sum()), chunk_bytes, np.int64)
+    order = np.argsort(layout.addresses[held], kind="stable")
+    return [(int(a), int(n)) for a, n in zip(layout.addresses[held][order], sizes[order])]
 
 
 def checksum(path: str | os.PathLike[str], ranges: list[tuple[int, int]]) -> int:

@@ -1,0 +1,242 @@
+//! The HDF5 layout core (`patio-layout`) for Python: `LayoutSelection` (grids built
+//! from HDF5 hyperslabs or per-axis index sets, or points), `StoredLayout` (contiguous
+//! or chunked storage, filtered chunks with stored sizes) and their flattening and
+//! eq 3.1 pricing on a `StorageModel` — the decision path of `patio.h5` and
+//! `patio layout`. Bad input (a wrong rank, a selection outside the array, a chunk
+//! index of the wrong length) is a `ValueError` naming it.
+
+use crate::convert::int_column;
+use crate::store::PyStorageModel;
+use numpy::PyArray1;
+use patio_layout::{Axis, Constants, Grid, Layout, LayoutError, Selection};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+fn err(e: LayoutError) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// A selection of an array of rank `rank`.
+#[pyclass(module = "patio._native", name = "LayoutSelection", frozen)]
+pub struct PySelection {
+    inner: Selection,
+}
+
+#[pymethods]
+impl PySelection {
+    /// Regular hyperslabs: `values` holds, per hyperslab, `start`, `stride`, `count`
+    /// and `block` (each `rank` ints), in buffer order.
+    #[staticmethod]
+    fn slabs(rank: usize, values: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let v: Vec<u64> = int_column(values, "hyperslab values")?;
+        let per = 4 * rank;
+        if rank == 0 || v.len() % per != 0 {
+            return Err(PyValueError::new_err(format!(
+                "hyperslab values: {} ints are not whole hyperslabs of rank {rank}",
+                v.len()
+            )));
+        }
+        let grids = v
+            .chunks(per)
+            .map(|s| {
+                Grid::hyperslab(
+                    &s[..rank],
+                    &s[rank..2 * rank],
+                    &s[2 * rank..3 * rank],
+                    &s[3 * rank..],
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(err)?;
+        Ok(PySelection {
+            inner: Selection::Grids(grids),
+        })
+    }
+
+    /// The Cartesian product of per-axis sorted, duplicate-free index sets.
+    #[staticmethod]
+    fn product(axes: Vec<Bound<'_, PyAny>>) -> PyResult<Self> {
+        let axes = axes
+            .iter()
+            .enumerate()
+            .map(|(j, a)| {
+                let v: Vec<u64> = int_column(a, &format!("axis {j} indices"))?;
+                Axis::from_sorted_indices(&v).map_err(err)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PySelection {
+            inner: Selection::grid(Grid { axes }),
+        })
+    }
+
+    /// Points: `coords` holds `rank` ints per point, in buffer order.
+    #[staticmethod]
+    fn points(rank: usize, coords: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let coords: Vec<u64> = int_column(coords, "point coordinates")?;
+        if rank > 0 && coords.len() % rank != 0 {
+            return Err(PyValueError::new_err(format!(
+                "{} coordinates are not whole points of rank {rank}",
+                coords.len()
+            )));
+        }
+        Ok(PySelection {
+            inner: Selection::Points { rank, coords },
+        })
+    }
+
+    /// The selection in the array whose axis `i` is this one's `axes[i]`.
+    fn permuted(&self, axes: Vec<usize>) -> PyResult<Self> {
+        let rank = match &self.inner {
+            Selection::Grids(gs) => gs.first().map_or(axes.len(), Grid::rank),
+            Selection::Points { rank, .. } => *rank,
+        };
+        let mut seen = vec![false; rank];
+        if axes.len() != rank
+            || axes
+                .iter()
+                .any(|&a| a >= rank || std::mem::replace(&mut seen[a], true))
+        {
+            return Err(PyValueError::new_err(format!(
+                "{axes:?} is not a permutation of {rank} axes"
+            )));
+        }
+        let inner = match &self.inner {
+            Selection::Grids(gs) => Selection::Grids(
+                gs.iter()
+                    .map(|g| Grid {
+                        axes: axes.iter().map(|&a| g.axes[a].clone()).collect(),
+                    })
+                    .collect(),
+            ),
+            Selection::Points { rank, coords } => Selection::Points {
+                rank: *rank,
+                coords: coords
+                    .chunks(*rank)
+                    .flat_map(|p| axes.iter().map(move |&a| p[a]))
+                    .collect(),
+            },
+        };
+        Ok(PySelection { inner })
+    }
+
+    /// Selected elements.
+    fn nelements(&self) -> u64 {
+        self.inner.nelements()
+    }
+
+    /// Blocks (or points) held: the size of the description.
+    fn nblocks(&self) -> usize {
+        self.inner.nblocks()
+    }
+}
+
+/// Where a stored array's bytes are.
+#[pyclass(module = "patio._native", name = "StoredLayout", frozen)]
+pub struct PyLayout {
+    inner: Layout,
+}
+
+fn columns<'py>(
+    py: Python<'py>,
+    ext: &[(u64, u64)],
+) -> (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>) {
+    let o: Vec<i64> = ext.iter().map(|e| e.0 as i64).collect();
+    let l: Vec<i64> = ext.iter().map(|e| e.1 as i64).collect();
+    (PyArray1::from_vec(py, o), PyArray1::from_vec(py, l))
+}
+
+#[pymethods]
+impl PyLayout {
+    /// Contiguous storage at `base` (when `chunk` is None), else chunked storage with
+    /// `addresses` (row-major chunk-grid order, negative = not allocated) and, for
+    /// filtered chunks, their `stored` sizes.
+    #[new]
+    #[pyo3(signature = (shape, itemsize, base = 0, chunk = None, addresses = None, stored = None))]
+    fn new(
+        shape: Vec<u64>,
+        itemsize: u64,
+        base: u64,
+        chunk: Option<Vec<u64>>,
+        addresses: Option<&Bound<'_, PyAny>>,
+        stored: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let inner = match chunk {
+            None => Layout::contiguous(&shape, itemsize, base),
+            Some(chunk) => {
+                let addresses = addresses
+                    .ok_or_else(|| PyValueError::new_err("a chunked layout needs addresses"))?;
+                let a: Vec<i64> = int_column(addresses, "chunk addresses")?;
+                let s: Option<Vec<u64>> =
+                    stored.map(|s| int_column(s, "stored sizes")).transpose()?;
+                Layout::chunked(&shape, itemsize, &chunk, &a, s.as_deref())
+            }
+        }
+        .map_err(err)?;
+        Ok(PyLayout { inner })
+    }
+
+    /// True when the chunks are filtered (read and decompressed whole).
+    #[getter]
+    fn filtered(&self) -> bool {
+        self.inner.filtered()
+    }
+
+    /// `(offsets, lengths, inflated)`: the extents in buffer order (filtered: stored
+    /// chunks in first-touch order), consecutive ones merged, and the bytes decompressed.
+    fn flatten<'py>(&self, py: Python<'py>, sel: &PySelection) -> PyResult<Bound<'py, PyTuple>> {
+        let f = py
+            .allow_threads(|| patio_layout::flatten(&self.inner, &sel.inner))
+            .map_err(err)?;
+        let (o, l) = columns(py, &f.extents);
+        PyTuple::new(
+            py,
+            [
+                o.into_any(),
+                l.into_any(),
+                f.inflated.into_pyobject(py)?.into_any(),
+            ],
+        )
+    }
+
+    /// `(offsets, lengths)` sorted by offset, overlapping and adjacent ones merged.
+    fn flatten_sorted<'py>(
+        &self,
+        py: Python<'py>,
+        sel: &PySelection,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let m = py
+            .allow_threads(|| {
+                let f = patio_layout::flatten(&self.inner, &sel.inner)?;
+                patio_layout::merge_sorted(&f.extents)
+            })
+            .map_err(err)?;
+        let (o, l) = columns(py, &m);
+        PyTuple::new(py, [o, l])
+    }
+
+    /// eq 3.1's modelled seconds of reading `sel` alone: `consts` is
+    /// `(t_pg, t_chk, t_lat, t_dec)`.
+    fn price(
+        &self,
+        py: Python<'_>,
+        sel: &PySelection,
+        model: &PyStorageModel,
+        consts: (f64, f64, f64, f64),
+    ) -> PyResult<f64> {
+        let c = Constants {
+            t_pg: consts.0,
+            t_chk: consts.1,
+            t_lat: consts.2,
+            t_dec: consts.3,
+        };
+        let striping = model.striping();
+        py.allow_threads(|| patio_layout::price_selection(striping, &c, &self.inner, &sel.inner))
+            .map_err(err)
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PySelection>()?;
+    m.add_class::<PyLayout>()
+}
