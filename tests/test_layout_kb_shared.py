@@ -400,3 +400,26 @@ def test_merges_are_split_into_bounded_transactions(tmp_path: Path, layout_dir: 
     for w in writers:
         w.close()
     assert total_reads(p) == 55
+
+
+def test_rows_of_logs_removed_by_a_killed_merge_go_a_day_later(tmp_path: Path,
+                                                                layout_dir: Path) -> None:
+    """A merger killed between removing a log and forgetting its offset leaves a
+    ``record_log`` row; it is dropped once it is a day old, never while a log of that
+    name may still be listed late (NFS directory caching)."""
+    p = tmp_path / "r.h5"
+    make_file(p)
+    with KnowledgeBase(p) as kb:
+        kb.record([("/a", Selection.hyperslab(SHAPE, Hyperslab.box((0, 0), (1, 8))), 64, 1,
+                    "r", 0.0, 0.0)])
+    with KnowledgeBase(p) as kb:
+        with kb.transaction() as db:
+            db.execute("INSERT INTO record_log VALUES('h.1-aa.log', 99, ?)", (time.time(),))
+            db.execute("INSERT INTO record_log VALUES('h.2-bb.log', 99, ?)",
+                       (time.time() - kblog.IDLE_SECONDS - 5,))
+        kb.record([("/a", Selection.hyperslab(SHAPE, Hyperslab.box((0, 0), (1, 8))), 64, 1,
+                    "r", 0.0, 0.0)])  # a log to merge, so that a merge transaction runs
+        kb.merge()
+        names = [r[0] for r in kb.db.execute("SELECT name FROM record_log")]
+        assert "h.1-aa.log" in names and "h.2-bb.log" not in names
+    assert total_reads(p) == 2

@@ -365,14 +365,7 @@ class KnowledgeBase:
                 n, done, more = self._merge_some()
                 total += n
                 if done:
-                    for name in done:
-                        try:
-                            os.unlink(self.log.directory / name)
-                        except FileNotFoundError:
-                            pass
-                    with self.transaction() as db:
-                        db.executemany("DELETE FROM record_log WHERE name=?",
-                                       [(name,) for name in done])
+                    self._remove_logs(done, wait)
                 if n and self.raw_rows() >= COMPACT_THRESHOLD:
                     self._fold()
                 if not more or not n:  # nothing merged: leave the rest to the next merge
@@ -385,6 +378,24 @@ class KnowledgeBase:
             if not wait:
                 self.db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
 
+    def _remove_logs(self, names: list[str], wait: bool) -> None:
+        """Removes merged, complete logs (their rows are committed), then their
+        ``record_log`` rows - waiting for the lock even in a ``wait=False`` merge, so that
+        only a process killed in between leaves a row (dropped a day later)."""
+        for name in names:
+            try:
+                os.unlink(self.log.directory / name)
+            except FileNotFoundError:
+                pass
+        if not wait:
+            self.db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
+        try:
+            with self.transaction() as db:
+                db.executemany("DELETE FROM record_log WHERE name=?", [(n,) for n in names])
+        finally:
+            if not wait:
+                self.db.execute("PRAGMA busy_timeout=0")
+
     def _merge_some(self) -> tuple[int, list[str], bool]:
         """One merge transaction of at most about MERGE_ROWS rows or MERGE_SECONDS:
         (rows, finished logs, whether logs were left for another transaction)."""
@@ -394,7 +405,11 @@ class KnowledgeBase:
         n, done, more = 0, [], False
         with self.transaction() as db:
             began = time.monotonic()
-            merged = dict(db.execute("SELECT name, offset FROM record_log").fetchall())
+            merged, listed, old = {}, set(names), time.time() - kblog.IDLE_SECONDS
+            for name, offset, updated in db.execute("SELECT name, offset, updated FROM record_log").fetchall():
+                merged[name] = offset
+                if name not in listed and updated < old:  # its remover was killed
+                    db.execute("DELETE FROM record_log WHERE name=?", (name,))
             for name in names:
                 if n >= MERGE_ROWS or time.monotonic() - began > MERGE_SECONDS:
                     more = True
