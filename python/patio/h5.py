@@ -36,6 +36,9 @@ __all__ = ["Dataset", "File", "Group", "LayoutWarning"]
 
 #: Buffered access records written per transaction.
 RECORD_BATCH = 256
+#: Parsed selections and decisions remembered per dataset, keyed by the index
+#: arguments (a repeated read skips h5py's parser and the decision).
+PARSED_MEMO = 256
 
 
 class LayoutWarning(UserWarning):
@@ -51,6 +54,8 @@ class _Session:
         self.records: list[tuple[Any, ...]] = []
         self.benefit: dict[int, list[float]] = {}
         self.deciders: dict[str, Any] = {}
+        # Per dataset: index-argument key -> (selection, h5py selection, decision).
+        self.parsed: dict[str, dict[Any, tuple[Any, Any, Any]]] = {}
         # The source file's version the deciders were made for (patio's file-version
         # rule): checked at every read, so a file another process rewrote meanwhile
         # (HDF5 file locking off, as on many cluster file systems) is never served
@@ -81,6 +86,7 @@ class _Session:
             now = None
         if now is None or now != self.version:
             self.deciders.clear()
+            self.parsed.clear()
             self.version = now
         name = dset.name
         if name in self.deciders:
@@ -142,6 +148,7 @@ class _Session:
 
     def damaged(self, rid: int, dset: str, err: Exception) -> None:
         self.deciders.pop(dset, None)
+        self.parsed.pop(dset, None)
         if self.kb is not None:
             self.kb.set_state(rid, "damaged", str(err))
         warnings.warn(f"patio.h5: replica {rid} of {dset} failed ({err}); served from the "
@@ -150,6 +157,7 @@ class _Session:
     def writing(self, dset: str) -> None:
         """Called before a write changes ``dset``: its replicas become stale."""
         self.deciders.pop(dset, None)
+        self.parsed.pop(dset, None)
         if self.kb is not None:
             self.kb.mark_dataset_stale(dset, "written through patio.h5")
 
@@ -178,6 +186,30 @@ class _Session:
         if self.kb is not None:
             self.kb.close()
             self.kb = None
+
+
+def _args_key(args: tuple[Any, ...]) -> Any:
+    """A hashable key equal for index arguments that select the same elements in the
+    same shape (ints, slices, Ellipsis, integer or boolean arrays and lists), or None
+    for anything else (never remembered)."""
+    key: list[Any] = []
+    for a in args:
+        if isinstance(a, (bool, np.bool_)):
+            return None
+        if isinstance(a, (int, np.integer)):
+            key.append(int(a))
+        elif isinstance(a, slice):
+            key.append(("s", a.start, a.stop, a.step))
+        elif a is Ellipsis:
+            key.append("...")
+        elif isinstance(a, (np.ndarray, list)):
+            arr = np.asarray(a)
+            if arr.dtype.kind not in "biu" or arr.size > 1 << 20:
+                return None
+            key.append((arr.dtype.str, arr.shape, arr.tobytes()))
+        else:
+            return None
+    return tuple(key)
 
 
 def _wrap(obj: Any, session: _Session) -> Any:
@@ -275,20 +307,30 @@ class Dataset:
         from patio.layout import h5sel
 
         t0 = time.perf_counter()
-        sel, hsel = h5sel.select(self._d, args)  # h5py's own parser and errors
+        session = self._session
+        decider = session.decider(self._d) if not session.disabled else None
+        key = _args_key(args)
+        memo = session.parsed.setdefault(self._d.name, {})
+        hit = memo.get(key) if key is not None else None
+        if hit is not None:
+            sel, hsel, choice = hit
+        else:
+            sel, hsel = h5sel.select(self._d, args)  # h5py's own parser and errors
+            choice = decider.choose(sel) if decider is not None and hsel.nselect else None
+            if key is not None:
+                if len(memo) >= PARSED_MEMO:
+                    memo.pop(next(iter(memo)))
+                memo[key] = (sel, hsel, choice)
         if hsel.nselect == 0:
             return np.zeros(hsel.array_shape, dtype=self._d.dtype)
         arr = None
-        decider = self._session.decider(self._d) if not self._session.disabled else None
-        if decider is not None:
-            choice = decider.choose(sel)
-            if choice.replica is not None:
-                try:
-                    arr = choice.run()
-                    self._session.used(choice.replica.row.id, choice.saved)
-                except Exception as e:  # noqa: BLE001 - a bad replica never fails a read
-                    self._session.damaged(choice.replica.row.id, self._d.name, e)
-                    arr = None
+        if choice is not None and choice.replica is not None:
+            try:
+                arr = choice.run()
+                self._session.used(choice.replica.row.id, choice.saved)
+            except Exception as e:  # noqa: BLE001 - a bad replica never fails a read
+                self._session.damaged(choice.replica.row.id, self._d.name, e)
+                arr = None
         if arr is None:
             arr = np.zeros(hsel.array_shape, self._d.dtype, order="C")
             mspace = h5s.create_simple(hsel.mshape)

@@ -132,10 +132,10 @@ impl Geometry {
 
 fn point_address(layout: &Layout, geo: &Geometry, p: &[u64]) -> Option<u64> {
     let (mut chunk_lin, mut local) = (0u64, 0u64);
-    for j in 0..p.len() {
-        let c = p[j] / layout.chunk[j];
+    for (j, &x) in p.iter().enumerate() {
+        let c = x / layout.chunk[j];
         chunk_lin += c * geo.grid_strides[j];
-        local += (p[j] - c * layout.chunk[j]) * geo.chunk_strides[j];
+        local += (x - c * layout.chunk[j]) * geo.chunk_strides[j];
     }
     layout.addresses[chunk_lin as usize].map(|a| a + local * layout.itemsize)
 }
@@ -153,13 +153,13 @@ fn grid_runs(layout: &Layout, geo: &Geometry, g: &Grid, runs: &mut Runs) {
     let chunk = &layout.chunk;
     let whole = |j: usize| -> bool {
         let b = &g.axes[j].blocks;
-        b.len() == 1 && b[0].1 == chunk[j] && b[0].0 % chunk[j] == 0
+        b.len() == 1 && b[0].1 == chunk[j] && b[0].0.is_multiple_of(chunk[j])
     };
     let k = (0..d).rev().find(|&j| !whole(j)).unwrap_or(0);
     let inner: u64 = chunk[k + 1..].iter().product();
     let mut tail = 0u64;
-    for j in k + 1..d {
-        tail += (g.axes[j].blocks[0].0 / chunk[j]) * geo.grid_strides[j];
+    for (j, a) in g.axes.iter().enumerate().skip(k + 1) {
+        tail += (a.blocks[0].0 / chunk[j]) * geo.grid_strides[j];
     }
     // Axes before k: every selected index.
     let outer: Vec<Vec<Step>> = (0..k)

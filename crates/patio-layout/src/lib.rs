@@ -9,14 +9,19 @@
 //! | [`layout`] | contiguous and chunked storage, filtered chunks with stored sizes |
 //! | [`flatten`] | selection x layout -> byte extents, in closed form per run |
 //! | [`price`] | eq 3.1 with a decompression term over `patio-storage`'s model |
+//! | [`axes`] | set algebra on per-axis block lists (containment, positions) |
+//! | [`decide`] | the candidates for one read, their prices, the choice and its memo |
 //! | [`error`] | [`LayoutError`] |
 
+pub mod axes;
+pub mod decide;
 pub mod error;
 pub mod flatten;
 pub mod layout;
 pub mod price;
 pub mod selection;
 
+pub use decide::{Candidate, Decider, Holds, Plan, Replica};
 pub use error::{LayoutError, Result};
 pub use flatten::{flatten, flatten_pages, merge_sorted, Flat};
 pub use layout::Layout;

@@ -1,14 +1,17 @@
 //! The HDF5 layout core (`patio-layout`) for Python: `LayoutSelection` (grids built
 //! from HDF5 hyperslabs or per-axis index sets, or points), `StoredLayout` (contiguous
 //! or chunked storage, filtered chunks with stored sizes) and their flattening and
-//! eq 3.1 pricing on a `StorageModel` — the decision path of `patio.h5` and
+//! eq 3.1 pricing on a `StorageModel`, and `LayoutDecider` (the candidates for one
+//! read and the choice among them) — the decision path of `patio.h5` and
 //! `patio layout`. Bad input (a wrong rank, a selection outside the array, a chunk
 //! index of the wrong length) is a `ValueError` naming it.
 
 use crate::convert::int_column;
 use crate::store::PyStorageModel;
 use numpy::PyArray1;
-use patio_layout::{Axis, Constants, Grid, Layout, LayoutError, Selection};
+use patio_layout::{
+    Axis, Candidate, Constants, Decider, Grid, Holds, Layout, LayoutError, Plan, Replica, Selection,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -31,7 +34,7 @@ impl PySelection {
     fn slabs(rank: usize, values: &Bound<'_, PyAny>) -> PyResult<Self> {
         let v: Vec<u64> = int_column(values, "hyperslab values")?;
         let per = 4 * rank;
-        if rank == 0 || v.len() % per != 0 {
+        if rank == 0 || !v.len().is_multiple_of(per) {
             return Err(PyValueError::new_err(format!(
                 "hyperslab values: {} ints are not whole hyperslabs of rank {rank}",
                 v.len()
@@ -74,7 +77,7 @@ impl PySelection {
     #[staticmethod]
     fn points(rank: usize, coords: &Bound<'_, PyAny>) -> PyResult<Self> {
         let coords: Vec<u64> = int_column(coords, "point coordinates")?;
-        if rank > 0 && coords.len() % rank != 0 {
+        if rank > 0 && !coords.len().is_multiple_of(rank) {
             return Err(PyValueError::new_err(format!(
                 "{} coordinates are not whole points of rank {rank}",
                 coords.len()
@@ -238,5 +241,159 @@ impl PyLayout {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySelection>()?;
-    m.add_class::<PyLayout>()
+    m.add_class::<PyLayout>()?;
+    m.add_class::<PyDecider>()
+}
+
+/// What a replica holds, from Python: `("everything",)`, `("transposed", perm)`,
+/// `("product", [sorted index arrays], perm)` or `("points", sorted linear indices)`.
+fn holds_of(obj: &Bound<'_, PyAny>) -> PyResult<Holds> {
+    let t = obj.downcast::<PyTuple>()?;
+    let kind: String = t.get_item(0)?.extract()?;
+    Ok(match kind.as_str() {
+        "everything" => Holds::Everything,
+        "transposed" => Holds::Transposed {
+            perm: t.get_item(1)?.extract()?,
+        },
+        "product" => {
+            let sets: Vec<Bound<'_, PyAny>> = t.get_item(1)?.extract()?;
+            let sets = sets
+                .iter()
+                .enumerate()
+                .map(|(j, a)| {
+                    let v: Vec<u64> = int_column(a, &format!("replica axis {j} indices"))?;
+                    Axis::from_sorted_indices(&v).map_err(err)
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            Holds::Product {
+                sets,
+                perm: t.get_item(2)?.extract()?,
+            }
+        }
+        "points" => Holds::Points {
+            linear: int_column(&t.get_item(1)?, "replica linear indices")?,
+        },
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown replica kind {other:?}"
+            )))
+        }
+    })
+}
+
+fn plan_tuple<'py>(py: Python<'py>, plan: &Plan) -> PyResult<Bound<'py, PyTuple>> {
+    let items: Vec<Bound<'py, PyAny>> = match plan {
+        Plan::Original => vec!["original".into_pyobject(py)?.into_any()],
+        Plan::Whole(i) => vec![
+            "whole".into_pyobject(py)?.into_any(),
+            i.into_pyobject(py)?.into_any(),
+        ],
+        Plan::Sub(i) => vec![
+            "sub".into_pyobject(py)?.into_any(),
+            i.into_pyobject(py)?.into_any(),
+        ],
+        Plan::Split { replica, axis } => vec![
+            "split".into_pyobject(py)?.into_any(),
+            replica.into_pyobject(py)?.into_any(),
+            axis.into_pyobject(py)?.into_any(),
+        ],
+        Plan::Points { replica, rest } => vec![
+            "points".into_pyobject(py)?.into_any(),
+            replica.into_pyobject(py)?.into_any(),
+            rest.into_pyobject(py)?.to_owned().into_any(),
+        ],
+        Plan::Combined {
+            replicas,
+            axis,
+            rest,
+        } => vec![
+            "combined".into_pyobject(py)?.into_any(),
+            replicas.clone().into_pyobject(py)?.into_any(),
+            axis.into_pyobject(py)?.into_any(),
+            rest.into_pyobject(py)?.to_owned().into_any(),
+        ],
+    };
+    PyTuple::new(py, items)
+}
+
+fn candidate_tuple<'py>(
+    py: Python<'py>,
+    c: &Candidate,
+    saved: Option<f64>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let parts = c
+        .parts
+        .iter()
+        .map(|(src, sel)| Ok((*src, Py::new(py, PySelection { inner: sel.clone() })?)))
+        .collect::<PyResult<Vec<_>>>()?;
+    let mut items: Vec<Bound<'py, PyAny>> = vec![
+        plan_tuple(py, &c.plan)?.into_any(),
+        c.seconds.into_pyobject(py)?.into_any(),
+        parts.into_pyobject(py)?.into_any(),
+    ];
+    if let Some(s) = saved {
+        items.push(s.into_pyobject(py)?.into_any());
+    }
+    PyTuple::new(py, items)
+}
+
+/// The decision for one array: the original's layout, the replicas (each a
+/// `StoredLayout` and what it holds), the storage model and eq 3.1's constants
+/// `(t_pg, t_chk, t_lat, t_dec)`.
+#[pyclass(module = "patio._native", name = "LayoutDecider")]
+pub struct PyDecider {
+    inner: Decider,
+}
+
+#[pymethods]
+impl PyDecider {
+    #[new]
+    fn new(
+        original: &PyLayout,
+        replicas: Vec<(PyRef<'_, PyLayout>, Bound<'_, PyAny>)>,
+        model: &PyStorageModel,
+        consts: (f64, f64, f64, f64),
+    ) -> PyResult<Self> {
+        let reps = replicas
+            .iter()
+            .map(|(l, h)| {
+                Ok(Replica {
+                    layout: l.inner.clone(),
+                    holds: holds_of(h)?,
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let c = Constants {
+            t_pg: consts.0,
+            t_chk: consts.1,
+            t_lat: consts.2,
+            t_dec: consts.3,
+        };
+        let inner =
+            Decider::new(original.inner.clone(), reps, model.striping().clone(), c).map_err(err)?;
+        Ok(PyDecider { inner })
+    }
+
+    /// Every eligible candidate, the original first: `(plan, seconds, parts)`, `plan` a
+    /// tuple (`("original",)`, `("whole", i)`, `("sub", i)`, `("split", i, axis)`,
+    /// `("points", i, rest)`, `("combined", [i, ...], axis, rest)`), `parts` the
+    /// `(replica index or None, LayoutSelection)` priced.
+    fn candidates<'py>(
+        &self,
+        py: Python<'py>,
+        sel: &PySelection,
+    ) -> PyResult<Vec<Bound<'py, PyTuple>>> {
+        let cands = py
+            .allow_threads(|| self.inner.candidates(&sel.inner))
+            .map_err(err)?;
+        cands.iter().map(|c| candidate_tuple(py, c, None)).collect()
+    }
+
+    /// The cheapest candidate (the original on ties) as `(plan, seconds, parts, saved)`;
+    /// remembered per selection.
+    fn choose<'py>(&mut self, py: Python<'py>, sel: &PySelection) -> PyResult<Bound<'py, PyTuple>> {
+        let inner = &mut self.inner;
+        let (c, saved) = py.allow_threads(|| inner.choose(&sel.inner)).map_err(err)?;
+        candidate_tuple(py, &c, Some(saved))
+    }
 }

@@ -44,7 +44,7 @@ from .kb import KnowledgeBase
 from .selection import Hyperslab, Selection
 from .storage import physical_layout
 
-KERNELS = ("elements", "climate", "massspec", "ecog", "model")
+KERNELS = ("elements", "climate", "massspec", "ecog", "model", "overhead")
 FILE_STRIDE = 1 << 40  # each file gets its own region of the modelled address space
 
 
@@ -452,9 +452,20 @@ def main(argv: list[str]) -> int:
         return 2
     work = a.dir or tempfile.mkdtemp(prefix="patio-bench-layout-", dir=".")
     os.makedirs(work, exist_ok=True)
-    result: dict[str, Any] = {"store": model.params(), "kernels": [], "model": None}
+    result: dict[str, Any] = {"store": model.params(), "kernels": [], "model": None,
+                              "md": None, "overhead_us": None}
     try:
         for k in kernels:
+            if k == "overhead":
+                from .overhead import md_workload
+
+                print("overhead: MD trajectory through h5py and patio.h5", file=sys.stderr,
+                      flush=True)
+                md_dir = os.path.join(work, "md")
+                os.makedirs(md_dir, exist_ok=True)
+                result["md"] = md_workload(md_dir, atoms=max(2000, int(20_000 * a.scale)))
+                result["overhead_us"] = result["md"].pop("overhead_us")
+                continue
             if k == "model":
                 print("model: eq 3.1 vs simulated times", file=sys.stderr, flush=True)
                 result["model"] = model_validation(model, a.randoms)
@@ -475,6 +486,18 @@ def main(argv: list[str]) -> int:
         print(f"{r['name']:<16} {r['layout'][:34]:<34} {r['original_s']:9.4f} "
               f"{r['patio_s']:9.4f} {r['speedup']:8.2f} {r['repack_s']:9.4f} "
               f"{r['real_original_s']:8.3f} {r['real_patio_s']:8.3f} {r['overhead']:6.1%}")
+    if result["md"]:
+        md = result["md"]
+        print(f"md trajectory ({md['frames']} frames x {md['atoms']} atoms, {md['reads']} reads):"
+              f"{'h5py s':>9} {'patio s':>9} {'cold h5py':>10} {'cold patio':>11}")
+        for label in ("replay", "heldout"):
+            r = md[label]
+            print(f"  {label:<52}{r['h5py_s']:9.3f} {r['patio_s']:9.3f} "
+                  f"{r['cold_h5py_s']:10.3f} {r['cold_patio_s']:11.3f}")
+        print(f"{'decision overhead':<28} {'blocks':>8} {'first us':>10} {'repeat us':>10}")
+        for r in result["overhead_us"]:
+            first = "-" if r["first_us"] is None else f"{r['first_us']:10.1f}"
+            print(f"  {r['selection']:<26} {r['blocks']:8d} {first:>10} {r['repeat_us']:10.1f}")
     if result["model"]:
         m = result["model"]
         print(f"model: {m['selections']} selections, top-1 agreement {m['top1_agreement']:.1%}, "

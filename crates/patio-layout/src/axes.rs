@@ -1,0 +1,164 @@
+//! Set algebra on per-axis block lists ([`Axis`]): what the decision asks of a product
+//! selection and a concatenated replica's index sets — containment, intersection,
+//! difference, union, and an index set's positions inside another — each in
+//! `O(blocks)`, never per index.
+
+use crate::selection::{Axis, Grid, Selection};
+
+/// `a ∩ b`.
+pub fn intersect(a: &Axis, b: &Axis) -> Axis {
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < a.blocks.len() && j < b.blocks.len() {
+        let (s1, e1) = (a.blocks[i].0, a.blocks[i].0 + a.blocks[i].1);
+        let (s2, e2) = (b.blocks[j].0, b.blocks[j].0 + b.blocks[j].1);
+        let (s, e) = (s1.max(s2), e1.min(e2));
+        if s < e {
+            push_joined(&mut out, s, e - s);
+        }
+        if e1 <= e2 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    Axis { blocks: out }
+}
+
+/// `a \ b`.
+pub fn subtract(a: &Axis, b: &Axis) -> Axis {
+    let mut out = Vec::new();
+    let mut j = 0;
+    for &(s, n) in &a.blocks {
+        let (mut lo, hi) = (s, s + n);
+        while j < b.blocks.len() && b.blocks[j].0 + b.blocks[j].1 <= lo {
+            j += 1;
+        }
+        let mut k = j;
+        while lo < hi {
+            match b.blocks.get(k) {
+                Some(&(bs, bn)) if bs < hi => {
+                    if bs > lo {
+                        push_joined(&mut out, lo, bs - lo);
+                    }
+                    lo = lo.max(bs + bn);
+                    k += 1;
+                }
+                _ => {
+                    push_joined(&mut out, lo, hi - lo);
+                    lo = hi;
+                }
+            }
+        }
+    }
+    Axis { blocks: out }
+}
+
+/// True when every index of `a` is in `b`.
+pub fn contains(b: &Axis, a: &Axis) -> bool {
+    intersect(a, b).len() == a.len()
+}
+
+/// The union of several block lists.
+pub fn union<'a>(axes: impl Iterator<Item = &'a Axis>) -> Axis {
+    let mut all: Vec<(u64, u64)> = axes.flat_map(|a| a.blocks.iter().copied()).collect();
+    all.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (s, n) in all {
+        match out.last_mut() {
+            Some(last) if s <= last.0 + last.1 => last.1 = last.1.max(s + n - last.0),
+            _ => out.push((s, n)),
+        }
+    }
+    Axis { blocks: out }
+}
+
+/// The positions of `a`'s indices in the sorted index set `s` (`a ⊆ s`): position `p`
+/// of index `i` is the number of indices of `s` below `i`.
+pub fn positions(a: &Axis, s: &Axis) -> Axis {
+    let mut before = Vec::with_capacity(s.blocks.len());
+    let mut total = 0u64;
+    for &(_, n) in &s.blocks {
+        before.push(total);
+        total += n;
+    }
+    let mut out = Vec::new();
+    for &(start, n) in &a.blocks {
+        let (mut lo, hi) = (start, start + n);
+        while lo < hi {
+            let k = s.blocks.partition_point(|b| b.0 + b.1 <= lo);
+            let Some(&(bs, bn)) = s.blocks.get(k) else {
+                break;
+            };
+            let lo_in = lo.max(bs);
+            let hi_in = hi.min(bs + bn);
+            if lo_in >= hi_in {
+                break;
+            }
+            push_joined(&mut out, before[k] + (lo_in - bs), hi_in - lo_in);
+            lo = hi_in;
+        }
+    }
+    Axis { blocks: out }
+}
+
+fn push_joined(out: &mut Vec<(u64, u64)>, s: u64, n: u64) {
+    match out.last_mut() {
+        Some(last) if last.0 + last.1 == s => last.1 += n,
+        _ => out.push((s, n)),
+    }
+}
+
+/// The per-axis index sets when `sel` is their Cartesian product (one grid, or a union
+/// of disjoint grids that together form a product, as h5py's fancy indexing hands
+/// over), else None (points, irregular unions).
+pub fn product_axes(sel: &Selection, rank: usize) -> Option<Vec<Axis>> {
+    let Selection::Grids(gs) = sel else {
+        return None;
+    };
+    match gs.len() {
+        0 => Some(vec![Axis { blocks: Vec::new() }; rank]),
+        1 => Some(gs[0].axes.clone()),
+        _ => {
+            let axes: Vec<Axis> = (0..rank)
+                .map(|j| union(gs.iter().map(|g| &g.axes[j])))
+                .collect();
+            let product = Grid { axes: axes.clone() }.nelements();
+            (product == sel.nelements()).then_some(axes)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    fn axis_of(s: &BTreeSet<u64>) -> Axis {
+        Axis::from_sorted_indices(&s.iter().copied().collect::<Vec<_>>()).unwrap()
+    }
+
+    fn set_of(a: &Axis) -> BTreeSet<u64> {
+        a.blocks.iter().flat_map(|&(s, n)| s..s + n).collect()
+    }
+
+    proptest! {
+        #[test]
+        fn set_algebra_matches_sets(a in prop::collection::btree_set(0..60u64, 0..30),
+                                    b in prop::collection::btree_set(0..60u64, 0..30)) {
+            let (x, y) = (axis_of(&a), axis_of(&b));
+            prop_assert_eq!(set_of(&intersect(&x, &y)), a.intersection(&b).copied().collect());
+            prop_assert_eq!(set_of(&subtract(&x, &y)), a.difference(&b).copied().collect());
+            prop_assert_eq!(contains(&y, &x), a.is_subset(&b));
+            let u = union([&x, &y].into_iter());
+            prop_assert_eq!(set_of(&u), a.union(&b).copied().collect());
+            let held = intersect(&x, &y);
+            let want: BTreeSet<u64> = set_of(&held)
+                .iter()
+                .map(|i| b.iter().filter(|&&v| v < *i).count() as u64)
+                .collect();
+            prop_assert_eq!(set_of(&positions(&held, &y)), want);
+        }
+    }
+}

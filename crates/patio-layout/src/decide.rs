@@ -1,0 +1,422 @@
+//! The decision: every eligible way to serve one read of an array — the original,
+//! always; each replica that holds the data; a split read taking part from a partial
+//! replica and the rest from the original; several concatenated replicas combined —
+//! each priced by eq 3.1 on its flattened extents, the cheapest chosen (the original on
+//! ties), and remembered per selection.
+//!
+//! Eligibility (REORGANIZATION.md §A.4, with the partial-overlap gap closed where it
+//! can be computed exactly):
+//! * a full replica (re-chunked, Z-order, Hilbert) holds everything, in the array's
+//!   own index space; a transposed one holds everything with its axes permuted and
+//!   serves product selections and points;
+//! * a concatenated replica of a product of per-axis index sets serves a product
+//!   request inside its sets on every axis (read at the matching positions), and splits
+//!   a request that leaves the sets along one axis only (its part plus the rest from
+//!   the original);
+//! * a concatenated replica of points serves the request's points it holds, and splits
+//!   with the original when some are missing;
+//! * several concatenated product replicas that each hold a product request on every
+//!   axis but one are combined, greedily (the replica holding most of what is still
+//!   missing first), with the original for what none holds.
+
+use crate::axes::{contains, intersect, positions, product_axes, subtract};
+use crate::error::{LayoutError, Result};
+use crate::layout::Layout;
+use crate::price::{price_selection, Constants};
+use crate::selection::{Axis, Grid, Selection};
+use patio_storage::Striping;
+use std::collections::HashMap;
+
+/// What a replica holds, in terms of the original array.
+#[derive(Clone, Debug)]
+pub enum Holds {
+    /// Every element, in the original's index space (re-chunked, curve orders).
+    Everything,
+    /// Every element of `np.transpose(original, perm)`.
+    Transposed { perm: Vec<usize> },
+    /// The product of `sets` (sorted index sets per axis), stored with axes `perm`.
+    Product { sets: Vec<Axis>, perm: Vec<usize> },
+    /// The elements at these sorted row-major linear indices, as a 1-D array.
+    Points { linear: Vec<u64> },
+}
+
+/// A replica: its stored layout and what it holds.
+#[derive(Clone, Debug)]
+pub struct Replica {
+    pub layout: Layout,
+    pub holds: Holds,
+}
+
+/// How a candidate serves the read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Plan {
+    Original,
+    /// A full or transposed replica (index into the decider's replicas).
+    Whole(usize),
+    /// A concatenated product replica holding the whole request.
+    Sub(usize),
+    /// A concatenated product replica's part along `axis`, the rest from the original.
+    Split {
+        replica: usize,
+        axis: usize,
+    },
+    /// A concatenated point replica (`rest`: the points it lacks from the original).
+    Points {
+        replica: usize,
+        rest: bool,
+    },
+    /// Concatenated product replicas in greedy order along `axis` (`rest`: and the
+    /// original for what none holds).
+    Combined {
+        replicas: Vec<usize>,
+        axis: usize,
+        rest: bool,
+    },
+}
+
+/// One way to serve a read: the plan, its modelled seconds, and the parts priced
+/// (`None` = the original, else a replica index, with the selection in that copy).
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub plan: Plan,
+    pub seconds: f64,
+    pub parts: Vec<(Option<usize>, Selection)>,
+}
+
+/// Decisions remembered per decider.
+pub const MEMO: usize = 1024;
+
+/// Chooses among the original and the replicas of one array.
+pub struct Decider {
+    original: Layout,
+    replicas: Vec<Replica>,
+    model: Striping,
+    consts: Constants,
+    memo: HashMap<Selection, (Candidate, f64)>,
+}
+
+impl Decider {
+    pub fn new(
+        original: Layout,
+        replicas: Vec<Replica>,
+        model: Striping,
+        consts: Constants,
+    ) -> Result<Decider> {
+        model
+            .validate()
+            .map_err(|e| LayoutError::Storage(e.to_string()))?;
+        let d = original.rank();
+        for (i, r) in replicas.iter().enumerate() {
+            let ok = match &r.holds {
+                Holds::Everything => r.layout.shape == original.shape,
+                Holds::Transposed { perm } => {
+                    is_perm(perm, d)
+                        && perm.iter().map(|&a| original.shape[a]).eq(r
+                            .layout
+                            .shape
+                            .iter()
+                            .copied())
+                }
+                Holds::Product { sets, perm } => {
+                    is_perm(perm, d)
+                        && sets.len() == d
+                        && sets.iter().zip(&original.shape).all(|(s, &n)| s.end() <= n)
+                        && perm
+                            .iter()
+                            .map(|&a| sets[a].len())
+                            .eq(r.layout.shape.iter().copied())
+                }
+                Holds::Points { linear } => {
+                    linear.windows(2).all(|w| w[0] < w[1])
+                        && linear
+                            .last()
+                            .is_none_or(|&l| l < original.shape.iter().product())
+                        && r.layout.shape == [linear.len() as u64]
+                }
+            };
+            if !ok {
+                return Err(LayoutError::Layout(format!(
+                    "replica {i} does not match what it claims to hold of an array {:?}",
+                    original.shape
+                )));
+            }
+        }
+        Ok(Decider {
+            original,
+            replicas,
+            model,
+            consts,
+            memo: HashMap::new(),
+        })
+    }
+
+    pub fn replicas(&self) -> &[Replica] {
+        &self.replicas
+    }
+
+    fn layout(&self, part: Option<usize>) -> &Layout {
+        part.map_or(&self.original, |i| &self.replicas[i].layout)
+    }
+
+    /// Prices a candidate made of `parts` read one after the other.
+    fn candidate(&self, plan: Plan, parts: Vec<(Option<usize>, Selection)>) -> Result<Candidate> {
+        let mut seconds = 0.0;
+        for (src, sel) in &parts {
+            seconds += price_selection(&self.model, &self.consts, self.layout(*src), sel)?;
+        }
+        Ok(Candidate {
+            plan,
+            seconds,
+            parts,
+        })
+    }
+
+    /// Every eligible candidate, the original first.
+    pub fn candidates(&self, sel: &Selection) -> Result<Vec<Candidate>> {
+        sel.check(&self.original.shape)?;
+        let d = self.original.rank();
+        let mut out = vec![self.candidate(Plan::Original, vec![(None, sel.clone())])?];
+        let axes = product_axes(sel, d);
+        for (i, r) in self.replicas.iter().enumerate() {
+            let c = match (&r.holds, &axes, sel) {
+                (Holds::Everything, _, _) => {
+                    Some(self.candidate(Plan::Whole(i), vec![(Some(i), sel.clone())])?)
+                }
+                (Holds::Transposed { perm }, Some(_), _)
+                | (Holds::Transposed { perm }, None, Selection::Points { .. }) => {
+                    Some(self.candidate(Plan::Whole(i), vec![(Some(i), permuted(sel, perm))])?)
+                }
+                (Holds::Product { sets, perm }, Some(a), _) => {
+                    self.concat_product(i, sets, perm, a)?
+                }
+                (Holds::Points { linear }, _, Selection::Points { coords, .. }) => {
+                    self.concat_points(i, linear, coords)?
+                }
+                _ => None,
+            };
+            out.extend(c);
+        }
+        if let Some(a) = &axes {
+            out.extend(self.combined(a)?);
+        }
+        Ok(out)
+    }
+
+    /// The cheapest candidate and its modelled saving over the original.
+    pub fn choose(&mut self, sel: &Selection) -> Result<(Candidate, f64)> {
+        if let Some(hit) = self.memo.get(sel) {
+            return Ok(hit.clone());
+        }
+        let cands = self.candidates(sel)?;
+        let original = cands[0].seconds;
+        let mut best = 0;
+        for (i, c) in cands.iter().enumerate().skip(1) {
+            if c.seconds < cands[best].seconds {
+                best = i;
+            }
+        }
+        let chosen = (cands[best].clone(), original - cands[best].seconds);
+        if self.memo.len() >= MEMO {
+            self.memo.clear();
+        }
+        self.memo.insert(sel.clone(), chosen.clone());
+        Ok(chosen)
+    }
+
+    fn concat_product(
+        &self,
+        i: usize,
+        sets: &[Axis],
+        perm: &[usize],
+        axes: &[Axis],
+    ) -> Result<Option<Candidate>> {
+        let outside: Vec<usize> = (0..axes.len())
+            .filter(|&j| !contains(&sets[j], &axes[j]))
+            .collect();
+        let pos = |j: usize, a: &Axis| positions(a, &sets[j]);
+        if outside.is_empty() {
+            let g = Grid {
+                axes: (0..axes.len()).map(|j| pos(j, &axes[j])).collect(),
+            };
+            let part = permuted(&Selection::grid(g), perm);
+            return Ok(Some(self.candidate(Plan::Sub(i), vec![(Some(i), part)])?));
+        }
+        if outside.len() > 1 {
+            return Ok(None);
+        }
+        let k = outside[0];
+        let held = intersect(&axes[k], &sets[k]);
+        if held.is_empty() {
+            return Ok(None);
+        }
+        let g = Grid {
+            axes: (0..axes.len())
+                .map(|j| {
+                    if j == k {
+                        pos(j, &held)
+                    } else {
+                        pos(j, &axes[j])
+                    }
+                })
+                .collect(),
+        };
+        let mut rest = axes.to_vec();
+        rest[k] = subtract(&axes[k], &sets[k]);
+        let parts = vec![
+            (Some(i), permuted(&Selection::grid(g), perm)),
+            (None, Selection::grid(Grid { axes: rest })),
+        ];
+        Ok(Some(self.candidate(
+            Plan::Split {
+                replica: i,
+                axis: k,
+            },
+            parts,
+        )?))
+    }
+
+    fn concat_points(&self, i: usize, linear: &[u64], coords: &[u64]) -> Result<Option<Candidate>> {
+        let shape = &self.original.shape;
+        let d = shape.len().max(1);
+        let mut held: Vec<u64> = Vec::new();
+        let mut rest: Vec<u64> = Vec::new();
+        for p in coords.chunks(d) {
+            let lin = p.iter().zip(shape).fold(0u64, |acc, (&c, &n)| acc * n + c);
+            match linear.binary_search(&lin) {
+                Ok(at) => held.push(at as u64),
+                Err(_) => rest.extend_from_slice(p),
+            }
+        }
+        if held.is_empty() {
+            return Ok(None);
+        }
+        held.sort_unstable();
+        let mut parts = vec![(
+            Some(i),
+            Selection::Points {
+                rank: 1,
+                coords: held,
+            },
+        )];
+        let has_rest = !rest.is_empty();
+        if has_rest {
+            parts.push((
+                None,
+                Selection::Points {
+                    rank: shape.len(),
+                    coords: rest,
+                },
+            ));
+        }
+        Ok(Some(self.candidate(
+            Plan::Points {
+                replica: i,
+                rest: has_rest,
+            },
+            parts,
+        )?))
+    }
+
+    fn combined(&self, axes: &[Axis]) -> Result<Option<Candidate>> {
+        let d = axes.len();
+        let mut best: Option<Candidate> = None;
+        for k in 0..d {
+            let mut usable: Vec<(usize, &[Axis], &[usize])> = self
+                .replicas
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| match &r.holds {
+                    Holds::Product { sets, perm }
+                        if (0..d).all(|j| j == k || contains(&sets[j], &axes[j])) =>
+                    {
+                        Some((i, sets.as_slice(), perm.as_slice()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            if usable.len() < 2 {
+                continue;
+            }
+            let mut missing = axes[k].clone();
+            let mut chosen: Vec<(usize, &[Axis], &[usize], Axis)> = Vec::new();
+            while !usable.is_empty() && !missing.is_empty() {
+                let gains: Vec<Axis> = usable
+                    .iter()
+                    .map(|u| intersect(&missing, &u.1[k]))
+                    .collect();
+                let (at, gain) = gains.into_iter().enumerate().fold(
+                    (0, Axis { blocks: Vec::new() }),
+                    |acc, (i, g)| {
+                        if g.len() > acc.1.len() {
+                            (i, g)
+                        } else {
+                            acc
+                        }
+                    },
+                );
+                if gain.is_empty() {
+                    break;
+                }
+                let (i, sets, perm) = usable.remove(at);
+                missing = subtract(&missing, &gain);
+                chosen.push((i, sets, perm, gain));
+            }
+            if chosen.len() < 2 {
+                continue;
+            }
+            let mut parts = Vec::new();
+            for (i, sets, perm, gain) in &chosen {
+                let g = Grid {
+                    axes: (0..d)
+                        .map(|j| positions(if j == k { gain } else { &axes[j] }, &sets[j]))
+                        .collect(),
+                };
+                parts.push((Some(*i), permuted(&Selection::grid(g), perm)));
+            }
+            let rest = !missing.is_empty();
+            if rest {
+                let mut r = axes.to_vec();
+                r[k] = missing;
+                parts.push((None, Selection::grid(Grid { axes: r })));
+            }
+            let plan = Plan::Combined {
+                replicas: chosen.iter().map(|c| c.0).collect(),
+                axis: k,
+                rest,
+            };
+            let c = self.candidate(plan, parts)?;
+            if best.as_ref().is_none_or(|b| c.seconds < b.seconds) {
+                best = Some(c);
+            }
+        }
+        Ok(best)
+    }
+}
+
+fn is_perm(perm: &[usize], d: usize) -> bool {
+    let mut seen = vec![false; d];
+    perm.len() == d
+        && perm
+            .iter()
+            .all(|&a| a < d && !std::mem::replace(&mut seen[a], true))
+}
+
+/// `sel` in the array whose axis `i` is this one's `perm[i]`.
+pub fn permuted(sel: &Selection, perm: &[usize]) -> Selection {
+    match sel {
+        Selection::Grids(gs) => Selection::Grids(
+            gs.iter()
+                .map(|g| Grid {
+                    axes: perm.iter().map(|&a| g.axes[a].clone()).collect(),
+                })
+                .collect(),
+        ),
+        Selection::Points { rank, coords } => Selection::Points {
+            rank: *rank,
+            coords: coords
+                .chunks((*rank).max(1))
+                .flat_map(|p| perm.iter().map(move |&a| p[a]))
+                .collect(),
+        },
+    }
+}

@@ -1,0 +1,226 @@
+//! The decision against an element model: on small arrays whose element at linear index
+//! `i` has the value `i`, every candidate's parts — read from byte models of the
+//! original and of replicas of every kind — hold exactly the requested elements, and
+//! the choice is the cheapest candidate (the original on ties).
+
+use patio_layout::{flatten, Axis, Constants, Decider, Grid, Holds, Layout, Replica, Selection};
+use patio_storage::Striping;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+const ITEM: u64 = 8;
+
+/// A byte model: address -> element value, for an array stored in `layout`, whose
+/// element at row-major position `k` of the stored array is `value[k]`.
+fn store(layout: &Layout, values: &[u64]) -> BTreeMap<u64, u64> {
+    let shape = &layout.shape;
+    let all = Selection::grid(Grid::boxed(&vec![0; shape.len()], shape).unwrap());
+    let mut addrs = Vec::new();
+    for (o, n) in flatten(layout, &all).unwrap().extents {
+        addrs.extend((0..n / ITEM).map(|i| o + i * ITEM));
+    }
+    addrs.into_iter().zip(values.iter().copied()).collect()
+}
+
+fn read(mem: &BTreeMap<u64, u64>, layout: &Layout, sel: &Selection) -> Vec<u64> {
+    let mut out = Vec::new();
+    for (o, n) in flatten(layout, sel).unwrap().extents {
+        out.extend((0..n / ITEM).map(|i| mem[&(o + i * ITEM)]));
+    }
+    out
+}
+
+fn elements(shape: &[u64], sel: &Selection) -> Vec<u64> {
+    let lin = |p: &[u64]| p.iter().zip(shape).fold(0, |a, (&c, &n)| a * n + c);
+    match sel {
+        Selection::Points { rank, coords } => coords.chunks(*rank).map(lin).collect(),
+        Selection::Grids(gs) => gs
+            .iter()
+            .flat_map(|g| {
+                let mut pts = vec![vec![]];
+                for a in &g.axes {
+                    let idx: Vec<u64> = a.blocks.iter().flat_map(|&(s, n)| s..s + n).collect();
+                    pts = pts
+                        .into_iter()
+                        .flat_map(|p: Vec<u64>| {
+                            idx.iter().map(move |&i| [p.clone(), vec![i]].concat())
+                        })
+                        .collect();
+                }
+                pts.into_iter().map(|p| lin(&p)).collect::<Vec<_>>()
+            })
+            .collect(),
+    }
+}
+
+fn row_major(shape: &[u64], dims: impl Fn(&[u64]) -> u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    let n: u64 = shape.iter().product();
+    for k in 0..n {
+        let mut p = vec![0; shape.len()];
+        let mut r = k;
+        for j in (0..shape.len()).rev() {
+            p[j] = r % shape[j];
+            r /= shape[j];
+        }
+        out.push(dims(&p));
+    }
+    out
+}
+
+fn set(v: &[u64]) -> Axis {
+    Axis::from_sorted_indices(v).unwrap()
+}
+
+struct Case {
+    shape: Vec<u64>,
+    decider: Decider,
+    mems: Vec<BTreeMap<u64, u64>>,
+    layouts: Vec<Layout>,
+}
+
+fn case(shape: Vec<u64>, sets: Vec<Vec<u64>>, sets2: Vec<Vec<u64>>, points: Vec<u64>) -> Case {
+    let lin = |p: &[u64]| p.iter().zip(&shape).fold(0, |a, (&c, &n)| a * n + c);
+    let orig = Layout::chunked(
+        &shape,
+        ITEM,
+        &[2, 3],
+        &[
+            30_000, 0, 9_000, 3_000, 6_000, 12_000, 15_000, 18_000, 21_000,
+        ],
+        None,
+    )
+    .unwrap();
+    let mut layouts = vec![orig.clone()];
+    let mut mems = vec![store(&orig, &row_major(&shape, lin))];
+    let mut reps = Vec::new();
+    // Transposed.
+    let perm = vec![1, 0];
+    let tshape: Vec<u64> = perm.iter().map(|&a| shape[a]).collect();
+    let t = Layout::contiguous(&tshape, ITEM, 100_000).unwrap();
+    mems.push(store(&t, &row_major(&tshape, |q| lin(&[q[1], q[0]]))));
+    layouts.push(t.clone());
+    reps.push(Replica {
+        layout: t,
+        holds: Holds::Transposed { perm: perm.clone() },
+    });
+    // Re-chunked.
+    let c = Layout::chunked(
+        &shape,
+        ITEM,
+        &[3, 2],
+        &(0..8).map(|i| 200_000 + 48 * (7 - i)).collect::<Vec<_>>(),
+        None,
+    )
+    .unwrap();
+    mems.push(store(&c, &row_major(&shape, lin)));
+    layouts.push(c.clone());
+    reps.push(Replica {
+        layout: c,
+        holds: Holds::Everything,
+    });
+    // Two concatenated products (the second stored transposed).
+    for (s, perm, base) in [(&sets, vec![0, 1], 300_000), (&sets2, vec![1, 0], 400_000)] {
+        let pshape: Vec<u64> = perm.iter().map(|&a| s[a].len() as u64).collect();
+        let l = Layout::contiguous(&pshape, ITEM, base).unwrap();
+        let vals = row_major(&pshape, |q| {
+            let mut p = vec![0; 2];
+            for (i, &a) in perm.iter().enumerate() {
+                p[a] = s[a][q[i] as usize];
+            }
+            lin(&p)
+        });
+        mems.push(store(&l, &vals));
+        layouts.push(l.clone());
+        reps.push(Replica {
+            layout: l,
+            holds: Holds::Product {
+                sets: s.iter().map(|v| set(v)).collect(),
+                perm,
+            },
+        });
+    }
+    // Concatenated points.
+    let l = Layout::contiguous(&[points.len() as u64], ITEM, 500_000).unwrap();
+    mems.push(store(&l, &points));
+    layouts.push(l.clone());
+    reps.push(Replica {
+        layout: l,
+        holds: Holds::Points { linear: points },
+    });
+    let model = Striping::by_name("lustre").unwrap();
+    let consts = Constants {
+        t_pg: 1e-5,
+        t_chk: 1e-3,
+        t_lat: 1e-4,
+        t_dec: 0.0,
+    };
+    Case {
+        shape: shape.clone(),
+        decider: Decider::new(orig, reps, model, consts).unwrap(),
+        mems,
+        layouts,
+    }
+}
+
+fn sorted(mut v: Vec<u64>) -> Vec<u64> {
+    v.sort_unstable();
+    v
+}
+
+fn subset(n: u64) -> impl Strategy<Value = Vec<u64>> {
+    prop::collection::btree_set(0..n, 1..=n as usize).prop_map(|s| s.into_iter().collect())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn every_candidate_reads_exactly_the_selection(
+        a0 in subset(5), a1 in subset(7),
+        s0 in subset(5), s1 in subset(7), t0 in subset(5), t1 in subset(7),
+        pts in prop::collection::btree_set(0..35u64, 1..20),
+        qs in prop::collection::vec((0..5u64, 0..7u64), 1..10),
+        use_points in any::<bool>(),
+    ) {
+        let mut c = case(vec![5, 7], vec![s0, s1], vec![t0, t1], pts.into_iter().collect());
+        let sel = if use_points {
+            Selection::Points { rank: 2, coords: qs.iter().flat_map(|&(i, j)| [i, j]).collect() }
+        } else {
+            Selection::grid(Grid { axes: vec![set(&a0), set(&a1)] })
+        };
+        let want = sorted(elements(&c.shape, &sel));
+        let cands = c.decider.candidates(&sel).unwrap();
+        for cand in &cands {
+            let mut got = Vec::new();
+            for (src, part) in &cand.parts {
+                let at = src.map_or(0, |i| i + 1);
+                got.extend(read(&c.mems[at], &c.layouts[at], part));
+            }
+            prop_assert_eq!(sorted(got), want.clone(), "{:?}", cand.plan);
+        }
+        let (best, saved) = c.decider.choose(&sel).unwrap();
+        let cheapest = cands.iter().map(|x| x.seconds).fold(f64::INFINITY, f64::min);
+        prop_assert_eq!(best.seconds, cheapest);
+        prop_assert!((saved - (cands[0].seconds - cheapest)).abs() < 1e-15);
+        if cands[0].seconds == cheapest {
+            prop_assert_eq!(best.plan, patio_layout::Plan::Original);
+        }
+    }
+}
+
+#[test]
+fn replicas_that_do_not_match_the_array_are_refused() {
+    let orig = Layout::contiguous(&[4, 4], 8, 0).unwrap();
+    let bad = Replica {
+        layout: Layout::contiguous(&[4, 5], 8, 0).unwrap(),
+        holds: Holds::Everything,
+    };
+    let model = Striping::by_name("ssd").unwrap();
+    assert!(Decider::new(orig.clone(), vec![bad], model.clone(), Constants::default()).is_err());
+    let bad = Replica {
+        layout: Layout::contiguous(&[4, 4], 8, 0).unwrap(),
+        holds: Holds::Transposed { perm: vec![0, 0] },
+    };
+    assert!(Decider::new(orig, vec![bad], model, Constants::default()).is_err());
+}
