@@ -173,7 +173,8 @@ def advise_report(path: str) -> tuple[dict[str, Any], list[Any]]:
                 best = min(valid, key=lambda k: valid[k])
                 sels.append({**{k: row[k] for k in ("pattern", "reads", "members", "kind",
                                                        "elements", "lo", "hi")},
-                             "costs": row["costs"], "best": best})
+                             "costs": row["costs"], "best": best,
+                             "overhead_us": row["overhead_s"] * 1e6})
             out["datasets"].append({"name": dp.dset, "selections": sels})
         return out, plans
     finally:
@@ -188,7 +189,8 @@ def cmd_advise(a: argparse.Namespace) -> int:
         lines.append(f"  {d['name']}")
         for s in d["selections"]:
             lines.append(f"    pattern {s['pattern']} ({s['kind']}, {s['elements']:,} elements, "
-                         f"{s['reads']} reads): best {s['best']}")
+                         f"{s['reads']} reads): best {s['best']}, decision overhead "
+                         f"{s['overhead_us']:.0f} us per read")
             for k, v in sorted(s["costs"].items(), key=lambda kv: (kv[1] is None, kv[1] or 0)):
                 lines.append(f"      {k:<36} {'-' if v is None else f'{v * 1e3:10.3f} ms'}")
     if not rep["datasets"]:
@@ -243,9 +245,16 @@ def cmd_build(a: argparse.Namespace) -> int:
             gone = f" ({len(evict)} replicas evicted to fit it)" if evict else ""
             raise CliError(f"{a.file}: budget {budget:,} bytes is too small for any useful "
                            f"replica (the smallest needs {smallest:,} bytes){gone}")
+        overhead = {(dp.dset, row["pattern"]): row["overhead_s"] for dp in plans
+                    for row in dp.rows}
+
+        def overhead_us(p: Any) -> float:
+            return max((overhead[(p.dset, s)] for s in p.serves), default=0.0) * 1e6
+
         out = {"file": os.path.abspath(a.file), "budget_bytes": budget, "dry_run": a.dry_run,
                "built": [{"id": rid, "dataset": p.dset, "kind": p.kind, "layout": p.label(),
-                          "bytes": p.bytes, "benefit_s": p.benefit, "serves": p.serves}
+                          "bytes": p.bytes, "benefit_s": p.benefit, "serves": p.serves,
+                          "overhead_us": overhead_us(p)}
                          for rid, p in zip(done or [None] * len(build), build)],
                "evicted": evict + [r.id for r in stale], "cleaned": removed,
                "rejected": [{"dataset": p.dset, "layout": p.label(), "bytes": p.bytes,
@@ -258,7 +267,8 @@ def cmd_build(a: argparse.Namespace) -> int:
     verb = "would build" if a.dry_run else "built"
     for b in out["built"]:
         lines.append(f"  {verb} {b['dataset']} {b['layout']} ({b['bytes']:,} B, modelled "
-                     f"{b['benefit_s'] * 1e3:.2f} ms saved per replay of the history)")
+                     f"{b['benefit_s'] * 1e3:.2f} ms saved per replay of the history, net of "
+                     f"a measured decision overhead of {b['overhead_us']:.0f} us per read)")
     for e in out["evicted"]:
         lines.append(f"  evicted replica {e}")
     for r in out["rejected"]:

@@ -190,7 +190,11 @@ def evaluate(kb: KnowledgeBase, f: h5py.File, dset_name: str, model: Any,
     unions = {p.id: p.union() for p in pats}
     for p in pats:
         sel = representative(p)
+        t0 = time.perf_counter()
         current = {c.name: c.seconds for c in decider.candidates(sel)}
+        # What deciding costs a read of this pattern here (pricing every current
+        # candidate through the layout core): a replica must save more than this.
+        overhead = time.perf_counter() - t0
         # The decider prices the original (always a candidate) and the built replicas.
         costs: dict[str, float | None] = dict(current)
         for prop in props:
@@ -200,7 +204,8 @@ def evaluate(kb: KnowledgeBase, f: h5py.File, dset_name: str, model: Any,
         rows.append({"pattern": p.id, "reads": p.reads, "members": max(1, len(p.starts)),
                      "kind": p.sel.kind, "elements": sel.nelements(), "lo": list(lo),
                      "hi": list(hi), "weight": p.reads * decay(p.last_seen, now),
-                     "best_now": min(current.values()), "costs": costs})
+                     "best_now": min(current.values()), "costs": costs,
+                     "overhead_s": overhead})
     return DatasetPlan(dset_name, rows, props)
 
 
@@ -234,8 +239,11 @@ def plan(plans: list[DatasetPlan], existing: list[Any], budget: int
             for row in dp.rows:
                 c = row["costs"].get(prop.label())
                 cur = best_now[(dp.dset, row["pattern"])]
-                if c is not None and c < cur:
-                    prop.benefit += row["weight"] * (cur - c)
+                # Admitted only where the modelled saving exceeds the measured decision
+                # overhead of the read (overhead-aware planning).
+                gain = cur - c - row.get("overhead_s", 0.0) if c is not None else 0.0
+                if gain > 0:
+                    prop.benefit += row["weight"] * gain
                     prop.serves.append(row["pattern"])
         pending = [(dp, p) for dp, p in pending if p.benefit > 0]
         if not pending:
