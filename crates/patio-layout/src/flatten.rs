@@ -97,7 +97,7 @@ fn flatten_with(layout: &Layout, sel: &Selection, page: Option<u64>) -> Result<F
         Selection::Grids(gs) => {
             let geo = Geometry::of(layout);
             for g in gs.iter().filter(|g| !g.is_empty()) {
-                grid_runs(layout, &geo, g, &mut runs);
+                grid_runs(layout, &geo, g, page, &mut runs);
             }
         }
         Selection::Points { coords, .. } => {
@@ -141,16 +141,20 @@ fn point_address(layout: &Layout, geo: &Geometry, p: &[u64]) -> Option<u64> {
 }
 
 /// Contributions of one selected index (or piece) to the chunk's linear index and to
-/// the element's linear index inside its chunk.
+/// the byte offset inside its chunk.
 #[derive(Clone, Copy)]
 struct Step {
     chunk: u64,
     local: u64,
 }
 
-fn grid_runs(layout: &Layout, geo: &Geometry, g: &Grid, runs: &mut Runs) {
+/// Pieces longer than this many combinations are not lifted (see [`lift`]).
+const LIFT_LIMIT: usize = 1 << 16;
+
+fn grid_runs(layout: &Layout, geo: &Geometry, g: &Grid, page: Option<u64>, runs: &mut Runs) {
     let d = layout.rank();
     let chunk = &layout.chunk;
+    let item = layout.itemsize;
     let whole = |j: usize| -> bool {
         let b = &g.axes[j].blocks;
         b.len() == 1 && b[0].1 == chunk[j] && b[0].0.is_multiple_of(chunk[j])
@@ -162,9 +166,9 @@ fn grid_runs(layout: &Layout, geo: &Geometry, g: &Grid, runs: &mut Runs) {
         tail += (a.blocks[0].0 / chunk[j]) * geo.grid_strides[j];
     }
     // Axes before k: every selected index.
-    let outer: Vec<Vec<Step>> = (0..k)
+    let mut outer: Vec<Vec<Step>> = (0..k)
         .map(|j| {
-            let (cs, gs, ls) = (chunk[j], geo.grid_strides[j], geo.chunk_strides[j]);
+            let (cs, gs, ls) = (chunk[j], geo.grid_strides[j], geo.chunk_strides[j] * item);
             let mut v = Vec::with_capacity(g.axes[j].len() as usize);
             for &(s, n) in &g.axes[j].blocks {
                 for i in s..s + n {
@@ -179,7 +183,7 @@ fn grid_runs(layout: &Layout, geo: &Geometry, g: &Grid, runs: &mut Runs) {
         })
         .collect();
     // Axis k: blocks cut at chunk boundaries.
-    let (cs, gs, ls) = (chunk[k], geo.grid_strides[k], geo.chunk_strides[k]);
+    let (cs, gs, ls) = (chunk[k], geo.grid_strides[k], geo.chunk_strides[k] * item);
     let mut pieces: Vec<(Step, u64)> = Vec::new();
     for &(s, n) in &g.axes[k].blocks {
         let mut lo = s;
@@ -192,21 +196,67 @@ fn grid_runs(layout: &Layout, geo: &Geometry, g: &Grid, runs: &mut Runs) {
                     chunk: c * gs + tail,
                     local: (lo - c * cs) * ls,
                 },
-                (hi - lo) * inner * layout.itemsize,
+                (hi - lo) * inner * item,
             ));
             lo = hi;
         }
     }
-    let item = layout.itemsize;
+    if let Some(p) = page {
+        pieces = join_within_page(pieces, p);
+        while let Some(last) = outer.last() {
+            if last.len().saturating_mul(pieces.len()) > LIFT_LIMIT {
+                break;
+            }
+            pieces = lift(last, &pieces, p);
+            outer.pop();
+        }
+    }
     let addresses = &layout.addresses;
     let mut emit = |base: Step| {
         for &(p, len) in &pieces {
             if let Some(a) = addresses[(base.chunk + p.chunk) as usize] {
-                runs.push(a + (base.local + p.local) * item, len);
+                runs.push(a + base.local + p.local, len);
             }
         }
     };
     odometer(&outer, Step { chunk: 0, local: 0 }, &mut emit);
+}
+
+/// Joins consecutive pieces in one chunk whose gap is shorter than a page: whatever
+/// the chunk's address, no page lies wholly in such a gap, so the pages touched (and
+/// their runs) do not change.
+fn join_within_page(pieces: Vec<(Step, u64)>, page: u64) -> Vec<(Step, u64)> {
+    let mut out: Vec<(Step, u64)> = Vec::with_capacity(pieces.len());
+    for (s, len) in pieces {
+        if let Some((last, last_len)) = out.last_mut() {
+            let end = last.local + *last_len;
+            if last.chunk == s.chunk && s.local >= end && s.local - end < page {
+                *last_len = s.local + len - last.local;
+                continue;
+            }
+        }
+        out.push((s, len));
+    }
+    out
+}
+
+/// Pricing only: folds the innermost outer axis into the pieces (every index of it
+/// combined with every piece, in buffer order), joining within pages, so a strided or
+/// fancy selection whose elements crowd the same pages is priced in far fewer steps
+/// than it has runs.
+fn lift(axis: &[Step], pieces: &[(Step, u64)], page: u64) -> Vec<(Step, u64)> {
+    let combined = axis.iter().flat_map(|a| {
+        pieces.iter().map(move |&(p, len)| {
+            (
+                Step {
+                    chunk: a.chunk + p.chunk,
+                    local: a.local + p.local,
+                },
+                len,
+            )
+        })
+    });
+    join_within_page(combined.collect(), page)
 }
 
 /// Calls `emit` with the summed steps of every combination of `axes`, row-major.

@@ -13,7 +13,8 @@
 use crate::error::{LayoutError, Result};
 use crate::flatten::{flatten_pages, Flat};
 use crate::layout::Layout;
-use crate::selection::Selection;
+use crate::axes::product_axes;
+use crate::selection::{Grid, Selection};
 use patio_storage::Striping;
 
 /// eq 3.1's constants in seconds: per page, per run, per read, per decompressed byte.
@@ -59,6 +60,18 @@ pub fn price_selection(
     layout: &Layout,
     sel: &Selection,
 ) -> Result<f64> {
+    // A union of grids that is a product (h5py's fancy indexing) is priced as the one
+    // grid it equals: the same bytes, flattened with pages joined across its blocks.
+    if let Selection::Grids(gs) = sel {
+        if gs.len() > 1 {
+            sel.check(&layout.shape)?;
+            if let Some(axes) = product_axes(sel, layout.rank()) {
+                let one = Selection::grid(Grid { axes });
+                let f = flatten_pages(layout, &one, model.page_size)?;
+                return price(model, c, &[&f]);
+            }
+        }
+    }
     let f = flatten_pages(layout, sel, model.page_size)?;
     price(model, c, &[&f])
 }
