@@ -10,10 +10,10 @@
 //! come from [`patio_storage::Striping::page_counts`], summed over the clients that read
 //! at the same time. A read that touches no page costs nothing.
 
+use crate::axes::product_axes;
 use crate::error::{LayoutError, Result};
 use crate::flatten::{flatten_pages, Flat};
 use crate::layout::Layout;
-use crate::axes::product_axes;
 use crate::selection::{Grid, Selection};
 use patio_storage::Striping;
 
