@@ -1,7 +1,8 @@
 //! Generic compressors as baselines for patio's encodings: zlib, bz2, xz (and xz
 //! `-9e`), zstd, and the 16-byte request records they are given — per stream in key
 //! order or all requests in start-time order, with offsets as they are or as the
-//! difference from the same stream's previous offset.
+//! difference from the same stream's previous offset, as records (offset, length) or
+//! as columns (every offset, then every length).
 
 use anyhow::Result;
 use patio_core::trace::Trace;
@@ -106,39 +107,46 @@ pub struct Layout {
     pub start_order: bool,
     /// Offsets as the difference from the same stream's previous offset.
     pub delta: bool,
+    /// Column order: every offset, then every length (otherwise one record after the
+    /// other).
+    pub columns: bool,
 }
 
 impl Layout {
-    pub const ALL: [Layout; 4] = [
-        Layout {
+    /// Every layout: record and column order, each with and without deltas, in key
+    /// and in start order.
+    pub const ALL: [Layout; 8] = {
+        let mut all = [Layout {
             start_order: false,
             delta: false,
-        },
-        Layout {
-            start_order: false,
-            delta: true,
-        },
-        Layout {
-            start_order: true,
-            delta: false,
-        },
-        Layout {
-            start_order: true,
-            delta: true,
-        },
-    ];
-
-    pub fn name(&self) -> &'static str {
-        match (self.delta, self.start_order) {
-            (false, false) => "records",
-            (true, false) => "delta records",
-            (false, true) => "records in start order",
-            (true, true) => "delta records in start order",
+            columns: false,
+        }; 8];
+        let mut i = 0;
+        while i < 8 {
+            all[i] = Layout {
+                start_order: i & 2 != 0,
+                delta: i & 1 != 0,
+                columns: i & 4 != 0,
+            };
+            i += 1;
         }
+        all
+    };
+
+    pub fn name(&self) -> String {
+        let what = if self.columns { "columns" } else { "records" };
+        let delta = if self.delta { "delta " } else { "" };
+        let order = if self.start_order {
+            " in start order"
+        } else {
+            ""
+        };
+        format!("{delta}{what}{order}")
     }
 }
 
-/// 16 bytes per request: offset (or its delta) and length, little-endian.
+/// 16 bytes per request: offset (or its delta) and length, little-endian; one record
+/// after the other, or every offset and then every length.
 pub fn records(trace: &Trace, layout: Layout) -> Vec<u8> {
     let mut rows: Vec<(f64, usize, u64, u64)> = Vec::with_capacity(trace.requests());
     for s in &trace.streams {
@@ -162,9 +170,14 @@ pub fn records(trace: &Trace, layout: Layout) -> Vec<u8> {
         rows.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     }
     let mut out = Vec::with_capacity(rows.len() * 16);
-    for (_, _, o, l) in rows {
-        out.extend_from_slice(&o.to_le_bytes());
-        out.extend_from_slice(&l.to_le_bytes());
+    if layout.columns {
+        out.extend(rows.iter().flat_map(|r| r.2.to_le_bytes()));
+        out.extend(rows.iter().flat_map(|r| r.3.to_le_bytes()));
+    } else {
+        for (_, _, o, l) in rows {
+            out.extend_from_slice(&o.to_le_bytes());
+            out.extend_from_slice(&l.to_le_bytes());
+        }
     }
     out
 }

@@ -11,30 +11,27 @@
 //! * Each block is written in the smaller of two forms — patterns (`streamset.rs`:
 //!   skeletons, parameters, byte-aligned literals) or records (`records.rs`) — and
 //!   entropy-coded on its own (`entropy.rs`).
-//! * A checksummed header holds the source column, each stored stream's request count
-//!   and the block index (requests, sizes, codec, checksum, offset range per block).
+//! * A checksummed index (`setindex.rs`) holds the source column, each stored
+//!   stream's request count and, for a set of several blocks, the block table.
+//! * A set whose stored requests fit one block (at most [`MAX_BLOCK_REQUESTS`], and
+//!   64 KiB with the index in the smaller form) is one block: index and block coded
+//!   together, no table. Otherwise the requests are cut into blocks of one count.
 //!
 //! Reaching request `i` of a stream decodes one block; a stream's requests decode the
 //! blocks the stream spans (one when it fits); the requests touching an offset decode
-//! only the stream's blocks whose offset range holds it. Layout: docs/FORMATS.md,
-//! "Stream set".
+//! only the stream's blocks whose offset range holds it (when a stream spans several
+//! blocks, the table gives their ranges). Layout: docs/FORMATS.md, "Stream set".
 
-use crate::codec::{crc32c, put_uvarint, Cursor};
+use crate::codec::Cursor;
 use crate::detect::Detector;
 use crate::entropy::{self, Effort, MAX_BLOCK};
 use crate::error::{CoreError, Result};
 use crate::records;
-use crate::seqcodec::{SeqDecoder, SeqEncoder};
-use crate::streamset::{decode_streams_into, encode_streams};
-use crate::tree::PatternSeq;
+use crate::setindex::{self, Columns, Index, Written};
+use crate::streamset::{self, decode_streams_into, encode_streams};
 use std::collections::HashMap;
 
-pub const MAGIC: &[u8; 4] = b"PSET";
-pub const VERSION: u8 = 1;
-/// Requests in one block at most.
-pub const MAX_BLOCK_REQUESTS: usize = 1 << 15;
-/// Streams in one set at most (bounds what a damaged header can ask for).
-pub const MAX_STREAMS: u64 = 1 << 24;
+pub use crate::setindex::{BlockEntry, MAX_BLOCK_REQUESTS, MAX_STREAMS, VERSION};
 
 const KIND_RECORDS: u8 = 0;
 const KIND_PATTERNS: u8 = 1;
@@ -112,6 +109,10 @@ struct Piece {
     end: usize,
 }
 
+/// Room a block's records need beyond their counted sizes: the form byte, and a first
+/// request inside a stream whose gap is written against 0 (up to 9 bytes more).
+const BLOCK_SLACK: usize = 10;
+
 /// Encodes the `(offsets, lengths)` of every stream, in order.
 pub fn encode(streams: &[(&[u64], &[u64])], detector: &Detector, opts: &Options) -> Vec<u8> {
     let mut first_copy: HashMap<(&[u64], &[u64]), usize> = HashMap::new();
@@ -129,93 +130,114 @@ pub fn encode(streams: &[(&[u64], &[u64])], detector: &Detector, opts: &Options)
         }
     }
     let counts: Vec<i64> = stored.iter().map(|&k| streams[k].0.len() as i64).collect();
-
-    // Cut the stored streams' requests into blocks by their record size. A block
-    // that starts inside a stream writes its first gap against 0 (up to 9 bytes more
-    // than counted here): room is kept for it.
-    let mut blocks: Vec<Vec<Piece>> = Vec::new();
-    let (mut current, mut bytes, mut requests) = (Vec::<Piece>::new(), 1usize, 0usize);
-    for (s, &k) in stored.iter().enumerate() {
-        let (o, l) = streams[k];
-        let mut start = 0;
-        for (i, size) in records::sizes(o, l).enumerate() {
-            if requests == MAX_BLOCK_REQUESTS || bytes + size + 9 > MAX_BLOCK {
-                if i > start {
-                    current.push(Piece {
-                        stored: s,
-                        start,
-                        end: i,
-                    });
-                }
-                blocks.push(std::mem::take(&mut current));
-                (bytes, requests, start) = (1, 0, i);
-            }
-            bytes += size;
-            requests += 1;
-        }
-        if o.len() > start {
-            current.push(Piece {
-                stored: s,
-                start,
-                end: o.len(),
-            });
-        }
-    }
-    if !current.is_empty() {
-        blocks.push(current);
-    }
-
-    let mut header = Vec::new();
-    put_uvarint(&mut header, streams.len() as u64);
-    let mut columns = SeqEncoder::new();
-    columns.encode(&PatternSeq::build(&source, detector), &mut header);
-    columns.encode(&PatternSeq::build(&counts, detector), &mut header);
-    put_uvarint(&mut header, blocks.len() as u64);
-    let mut body = Vec::new();
-    for pieces in &blocks {
-        let views: Vec<(&[u64], &[u64])> = pieces
+    let columns = Columns {
+        source: &source,
+        counts: &counts,
+    };
+    let views = |pieces: &[Piece]| -> Vec<(&[u64], &[u64])> {
+        pieces
             .iter()
             .map(|p| {
                 let (o, l) = streams[stored[p.stored]];
                 (&o[p.start..p.end], &l[p.start..p.end])
             })
+            .collect()
+    };
+    let total: usize = counts.iter().map(|&n| n as usize).sum();
+
+    // Small sets are one block: the index and the block coded together, no table.
+    if total <= MAX_BLOCK_REQUESTS {
+        let whole: Vec<Piece> = (0..stored.len())
+            .filter(|&s| !streams[stored[s]].0.is_empty())
+            .map(|s| Piece {
+                stored: s,
+                start: 0,
+                end: streams[stored[s]].0.len(),
+            })
             .collect();
-        let (raw, packed) = encode_block(&views, detector, opts);
-        let n: usize = views.iter().map(|v| v.0.len()).sum();
-        let lo = views.iter().flat_map(|v| v.0).copied().min().unwrap_or(0);
-        let hi = views
-            .iter()
-            .flat_map(|v| v.0.iter().zip(v.1).map(|(&o, &l)| last_byte(o, l)))
-            .max()
-            .unwrap_or(0);
-        put_uvarint(&mut header, n as u64);
-        put_uvarint(&mut header, raw as u64);
-        header.push(packed.codec);
-        put_uvarint(&mut header, packed.bytes.len() as u64);
-        header.extend_from_slice(&crc32c(&packed.bytes).to_le_bytes());
-        put_uvarint(&mut header, lo);
-        put_uvarint(&mut header, hi - lo);
-        body.extend_from_slice(&packed.bytes);
+        let forms = match total {
+            0 => vec![Vec::new()],
+            _ => block_forms(&views(&whole), detector, opts, false),
+        };
+        if let Some(set) = setindex::write_one_block(&columns, &forms, detector, opts.effort) {
+            return set;
+        }
     }
 
-    let head = if header.len() <= MAX_BLOCK {
-        entropy::pack(&header, opts.effort)
-    } else {
-        entropy::Packed {
-            codec: entropy::CODEC_STORED,
-            bytes: header.clone(),
+    // Otherwise blocks of one request count, each of whose records fit a block.
+    let sizes: Vec<usize> = stored
+        .iter()
+        .flat_map(|&k| records::sizes(streams[k].0, streams[k].1))
+        .collect();
+    let per_block = requests_per_block(&sizes);
+    let mut blocks: Vec<Vec<Piece>> = Vec::new();
+    let mut at = 0usize;
+    for (s, &k) in stored.iter().enumerate() {
+        let n = streams[k].0.len();
+        let mut start = 0;
+        while start < n {
+            if at % per_block == 0 {
+                blocks.push(Vec::new());
+            }
+            let end = n.min(start + per_block - at % per_block);
+            blocks.last_mut().expect("a block").push(Piece {
+                stored: s,
+                start,
+                end,
+            });
+            at += end - start;
+            start = end;
         }
+    }
+    // Offset ranges pay off when a stream spans blocks (they skip its other blocks).
+    let ranges = blocks
+        .iter()
+        .any(|b| b.first().is_some_and(|p| p.start > 0));
+    let written: Vec<Written> = blocks
+        .iter()
+        .map(|pieces| {
+            let v = views(pieces);
+            let forms = block_forms(&v, detector, opts, true);
+            let packed = forms
+                .iter()
+                .map(|raw| entropy::pack(raw, opts.effort))
+                .min_by_key(|p| p.bytes.len())
+                .expect("at least the record form");
+            let lo = v.iter().flat_map(|v| v.0).copied().min().unwrap_or(0);
+            let hi = v
+                .iter()
+                .flat_map(|v| v.0.iter().zip(v.1).map(|(&o, &l)| last_byte(o, l)))
+                .max()
+                .unwrap_or(0);
+            Written { packed, lo, hi }
+        })
+        .collect();
+    setindex::write_blocks(&columns, per_block, &written, ranges, detector, opts.effort)
+}
+
+/// The most requests per block such that any run of that many stored requests fits a
+/// block in record form (`sizes`: each request's record bytes).
+fn requests_per_block(sizes: &[usize]) -> usize {
+    let fits = |n: usize| {
+        let mut window: usize = sizes.iter().take(n).sum();
+        let mut worst = window;
+        for i in n..sizes.len() {
+            window = window + sizes[i] - sizes[i - n];
+            worst = worst.max(window);
+        }
+        worst + BLOCK_SLACK <= MAX_BLOCK
     };
-    let mut out = Vec::with_capacity(16 + head.bytes.len() + body.len());
-    out.extend_from_slice(MAGIC);
-    out.push(VERSION);
-    out.push(head.codec);
-    put_uvarint(&mut out, header.len() as u64);
-    put_uvarint(&mut out, head.bytes.len() as u64);
-    out.extend_from_slice(&crc32c(&head.bytes).to_le_bytes());
-    out.extend_from_slice(&head.bytes);
-    out.extend_from_slice(&body);
-    out
+    // A record takes at most 20 bytes: a block always holds this many.
+    let (mut lo, mut hi) = ((MAX_BLOCK - BLOCK_SLACK) / 20, MAX_BLOCK_REQUESTS);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
 }
 
 /// The last byte a request touches, saturated at `u64::MAX` (its offset when empty:
@@ -224,12 +246,15 @@ fn last_byte(offset: u64, length: u64) -> u64 {
     offset.saturating_add(length.max(1) - 1)
 }
 
-/// One block's raw length and its coded form: the smaller of the forms `opts` offers.
-fn encode_block(
+/// The raw forms of one block that `opts` offers and that fit a block: patterns,
+/// records. With `must_fit`, the record form is offered whenever no other form is
+/// (the caller made it fit).
+fn block_forms(
     views: &[(&[u64], &[u64])],
     detector: &Detector,
     opts: &Options,
-) -> (usize, entropy::Packed) {
+    must_fit: bool,
+) -> Vec<Vec<u8>> {
     let mut forms = Vec::new();
     if opts.patterns {
         let mut raw = vec![KIND_PATTERNS];
@@ -238,35 +263,16 @@ fn encode_block(
             forms.push(raw);
         }
     }
-    if opts.records || forms.is_empty() {
+    if opts.records || (must_fit && forms.is_empty()) {
         let mut raw = vec![KIND_RECORDS];
         for (o, l) in views {
             records::put(o, l, &mut raw);
         }
-        forms.push(raw);
+        if raw.len() <= MAX_BLOCK {
+            forms.push(raw);
+        }
     }
     forms
-        .into_iter()
-        .map(|raw| (raw.len(), entropy::pack(&raw, opts.effort)))
-        .min_by_key(|(_, p)| p.bytes.len())
-        .expect("at least the record form")
-}
-
-/// A block as the index describes it.
-#[derive(Clone, Debug)]
-pub struct BlockEntry {
-    pub requests: u64,
-    pub raw_len: usize,
-    pub codec: u8,
-    /// Where its stored bytes start in the set, and how many.
-    pub at: usize,
-    pub len: usize,
-    crc: u32,
-    /// Smallest offset and largest last byte of its requests.
-    pub lo: u64,
-    pub hi: u64,
-    /// Position of its first request among all stored requests.
-    first: u64,
 }
 
 /// Requests answering a query and the number of blocks decoded for it.
@@ -276,191 +282,58 @@ pub struct Answer {
     pub blocks_decoded: usize,
 }
 
-/// An opened stream set: the header decoded, no block yet.
+/// An opened stream set: the index read, no block decoded yet (a one-block set has
+/// decoded its unit).
 pub struct StreamSet<'a> {
-    bytes: &'a [u8],
-    /// Per stream, the stored stream holding its requests.
-    stored_of: Vec<usize>,
-    /// Per stored stream, the position of its first request and its request count.
-    starts: Vec<u64>,
-    counts: Vec<u64>,
-    blocks: Vec<BlockEntry>,
+    index: Index<'a>,
 }
 
 impl<'a> StreamSet<'a> {
-    /// Checks the header and reads the index; `bytes` is the whole set.
+    /// Checks the head and reads the index; `bytes` is the whole set (either version).
     pub fn open(bytes: &'a [u8]) -> Result<Self> {
-        let mut c = Cursor::new(bytes);
-        if c.take(4).ok() != Some(&MAGIC[..]) {
-            return Err(CoreError::corrupt(0, "not a patio stream set (bad magic)"));
-        }
-        let version = c.u8()?;
-        if version != VERSION {
-            return Err(CoreError::corrupt(
-                4,
-                format!("stream set version {version}, this patio reads version {VERSION}"),
-            ));
-        }
-        let codec = c.u8()?;
-        let raw_len = c.uvarint()?;
-        let len = c.count(c.remaining(), "header byte")?;
-        let crc = c.u32_le()?;
-        let at = c.position();
-        let stored = c.take(len)?;
-        if crc32c(stored) != crc {
-            return Err(CoreError::corrupt(
-                at,
-                "stream set header checksum mismatch",
-            ));
-        }
-        let header = if codec == entropy::CODEC_STORED && raw_len == len as u64 {
-            std::borrow::Cow::Borrowed(stored)
-        } else {
-            entropy::unpack(codec, stored, raw_len.min(usize::MAX as u64) as usize, at)?
-        };
-        let body_at = c.position();
-        let mut set = Self::read_index(&header, at)?;
-        set.bytes = &bytes[body_at..];
-        let mut end = 0usize;
-        for b in &mut set.blocks {
-            b.at = end;
-            end = end
-                .checked_add(b.len)
-                .ok_or_else(|| CoreError::corrupt(at, "block sizes overflow"))?;
-        }
-        if end != set.bytes.len() {
-            return Err(CoreError::corrupt(
-                body_at,
-                format!(
-                    "blocks take {end} bytes, {} follow the header",
-                    set.bytes.len()
-                ),
-            ));
-        }
-        for b in &mut set.blocks {
-            b.at += body_at;
-        }
-        set.bytes = bytes;
-        Ok(set)
-    }
-
-    fn read_index(header: &[u8], at: usize) -> Result<StreamSet<'a>> {
-        let mut c = Cursor::with_base(header, at);
-        let n = c.uvarint()?;
-        if n > MAX_STREAMS {
-            return Err(c.error(format!("{n} streams, more than {MAX_STREAMS}")));
-        }
-        let mut dec = SeqDecoder::new();
-        let mut column = |c: &mut Cursor, len: u64, what: &str| -> Result<Vec<i64>> {
-            let at = c.position();
-            let seq = dec.decode(c)?;
-            if seq.len() != len {
-                return Err(CoreError::corrupt(
-                    at,
-                    format!("{what} column has {} values, expected {len}", seq.len()),
-                ));
-            }
-            Ok(seq.expand())
-        };
-        let source = column(&mut c, n, "source")?;
-        let mut stored_of = Vec::with_capacity(n as usize);
-        let mut stored_count = 0usize;
-        for (k, &d) in source.iter().enumerate() {
-            stored_of.push(match d {
-                0 => {
-                    stored_count += 1;
-                    stored_count - 1
-                }
-                d if d > 0 && d as usize <= k => stored_of[k - d as usize],
-                d => return Err(c.error(format!("stream {k} copies an unknown stream ({d})"))),
-            });
-        }
-        let counts = column(&mut c, stored_count as u64, "request count")?;
-        let mut starts = Vec::with_capacity(counts.len());
-        let mut total = 0u64;
-        for &n in &counts {
-            starts.push(total);
-            total = total
-                .checked_add(u64::try_from(n).map_err(|_| c.error("negative request count"))?)
-                .ok_or_else(|| c.error("request counts overflow"))?;
-        }
-        let n_blocks = c.count(c.remaining() / 8, "block")?;
-        let mut blocks = Vec::with_capacity(n_blocks);
-        let mut first = 0u64;
-        for _ in 0..n_blocks {
-            let at = c.position();
-            let requests = c.uvarint()?;
-            let raw_len = c.uvarint()?;
-            if requests == 0 || requests > MAX_BLOCK_REQUESTS as u64 || raw_len > MAX_BLOCK as u64 {
-                return Err(CoreError::corrupt(
-                    at,
-                    format!("block of {requests} requests in {raw_len} bytes"),
-                ));
-            }
-            let codec = c.u8()?;
-            let len = c.uvarint()?.min(usize::MAX as u64) as usize;
-            let crc = c.u32_le()?;
-            let lo = c.uvarint()?;
-            let hi = lo
-                .checked_add(c.uvarint()?)
-                .ok_or_else(|| CoreError::corrupt(at, "block offset range overflows"))?;
-            blocks.push(BlockEntry {
-                requests,
-                raw_len: raw_len as usize,
-                codec,
-                at: 0,
-                len,
-                crc,
-                lo,
-                hi,
-                first,
-            });
-            first += requests;
-        }
-        if !c.is_at_end() {
-            return Err(c.error("trailing bytes after the block index"));
-        }
-        if first != total {
-            return Err(c.error(format!("blocks hold {first} requests, the streams {total}")));
-        }
         Ok(StreamSet {
-            bytes: &[],
-            stored_of,
-            starts,
-            counts: counts.into_iter().map(|n| n as u64).collect(),
-            blocks,
+            index: setindex::read(bytes)?,
         })
     }
 
+    /// The set's format version.
+    pub fn version(&self) -> u8 {
+        self.index.version
+    }
+
     pub fn streams(&self) -> usize {
-        self.stored_of.len()
+        self.index.stored_of.len()
     }
 
     pub fn blocks(&self) -> &[BlockEntry] {
-        &self.blocks
+        &self.index.blocks
     }
 
     /// Requests of stream `k`.
     pub fn stream_len(&self, k: usize) -> Result<u64> {
-        Ok(self.counts[self.stored(k)?])
+        Ok(self.index.counts[self.stored(k)?])
     }
 
     fn stored(&self, k: usize) -> Result<usize> {
-        self.stored_of.get(k).copied().ok_or_else(|| {
+        self.index.stored_of.get(k).copied().ok_or_else(|| {
             CoreError::Invalid(format!(
                 "no stream {k}: the set holds {} streams",
-                self.stored_of.len()
+                self.index.stored_of.len()
             ))
         })
     }
 
     /// The blocks holding stored requests `[from, to)`.
     fn blocks_between(&self, from: u64, to: u64) -> std::ops::Range<usize> {
-        let first = self
-            .blocks
-            .partition_point(|b| b.first + b.requests <= from);
-        let last = self.blocks.partition_point(|b| b.first < to);
+        let blocks = &self.index.blocks;
+        let first = blocks.partition_point(|b| b.first + b.requests <= from);
+        let last = blocks.partition_point(|b| b.first < to);
         first..last.max(first)
+    }
+
+    /// Block `b`'s raw bytes (its form byte first), checked and decoded.
+    pub fn raw_block(&self, b: usize) -> Result<std::borrow::Cow<'_, [u8]>> {
+        self.index.blocks[b].raw(&self.index.bytes, self.index.base)
     }
 
     /// Decodes block `b`: its requests in order.
@@ -478,21 +351,15 @@ impl<'a> StreamSet<'a> {
         offsets: &mut Vec<u64>,
         lengths: &mut Vec<u64>,
     ) -> Result<()> {
-        let e = &self.blocks[b];
-        let stored = &self.bytes[e.at..e.at + e.len];
-        if crc32c(stored) != e.crc {
-            return Err(CoreError::corrupt(
-                e.at,
-                format!("block {b} checksum mismatch"),
-            ));
-        }
-        let raw = entropy::unpack(e.codec, stored, e.raw_len, e.at)?;
+        let (e, ix) = (&self.index.blocks[b], &self.index);
+        let at = ix.base + e.at;
+        let raw = self.raw_block(b)?;
         // The pieces: runs of one stored stream inside the block.
         let mut pieces = Vec::new();
         let (mut pos, end) = (e.first, e.first + e.requests);
         while pos < end {
-            let s = self.starts.partition_point(|&st| st <= pos) - 1;
-            let stop = (self.starts[s] + self.counts[s]).min(end);
+            let s = ix.starts.partition_point(|&st| st <= pos) - 1;
+            let stop = (ix.starts[s] + ix.counts[s]).min(end);
             if stop > pos {
                 pieces.push((stop - pos) as usize);
             }
@@ -500,7 +367,7 @@ impl<'a> StreamSet<'a> {
         }
         offsets.reserve(e.requests as usize);
         lengths.reserve(e.requests as usize);
-        let mut c = Cursor::with_base(&raw, e.at);
+        let mut c = Cursor::with_base(&raw, at);
         match c.u8()? {
             KIND_RECORDS => {
                 for &n in &pieces {
@@ -511,27 +378,27 @@ impl<'a> StreamSet<'a> {
                 }
             }
             KIND_PATTERNS => {
+                let columns = match ix.version {
+                    VERSION => streamset::Columns::Counted,
+                    _ => streamset::Columns::Sequences,
+                };
                 let counts = decode_streams_into(
                     &raw[1..],
                     pieces.len() as u64,
                     e.requests,
-                    e.at,
+                    at,
+                    columns,
                     offsets,
                     lengths,
                 )?;
                 if counts != pieces {
                     return Err(CoreError::corrupt(
-                        e.at,
+                        at,
                         format!("block {b} holds streams of other lengths than its index says"),
                     ));
                 }
             }
-            kind => {
-                return Err(CoreError::corrupt(
-                    e.at,
-                    format!("unknown block form {kind}"),
-                ))
-            }
+            kind => return Err(CoreError::corrupt(at, format!("unknown block form {kind}"))),
         }
         Ok(())
     }
@@ -546,14 +413,15 @@ impl<'a> StreamSet<'a> {
         keep: impl Fn(&BlockEntry) -> bool,
     ) -> Result<Answer> {
         let s = self.stored(k)?;
-        let (lo, hi) = (self.starts[s] + from, self.starts[s] + to);
+        let start = self.index.starts[s];
+        let (lo, hi) = (start + from, start + to);
         let mut answer = Answer {
             requests: Vec::new(),
             blocks_decoded: 0,
         };
         let (mut offsets, mut lengths) = (Vec::new(), Vec::new());
         for b in self.blocks_between(lo, hi) {
-            let e = &self.blocks[b];
+            let e = &self.index.blocks[b];
             if !keep(e) {
                 continue;
             }
@@ -602,19 +470,20 @@ impl<'a> StreamSet<'a> {
     /// Every stream, decoded into one offset and one length array (streams one
     /// after the other, copies written out): no allocation per stream.
     pub fn decode_flat(&self) -> Result<Decoded> {
+        let ix = &self.index;
         let (mut offsets, mut lengths) = (Vec::new(), Vec::new());
-        for b in 0..self.blocks.len() {
+        for b in 0..ix.blocks.len() {
             self.decode_block_into(b, &mut offsets, &mut lengths)?;
         }
-        let copies = self.stored_of.iter().enumerate().any(|(k, &s)| k != s);
-        let mut bounds = Vec::with_capacity(self.stored_of.len() + 1);
+        let copies = ix.stored_of.iter().enumerate().any(|(k, &s)| k != s);
+        let mut bounds = Vec::with_capacity(ix.stored_of.len() + 1);
         bounds.push(0);
         if !copies {
             // Every stream stored in order: the stored requests are the answer.
             bounds.extend(
-                self.starts
+                ix.starts
                     .iter()
-                    .zip(&self.counts)
+                    .zip(&ix.counts)
                     .map(|(s, n)| (s + n) as usize),
             );
             return Ok(Decoded {
@@ -623,15 +492,11 @@ impl<'a> StreamSet<'a> {
                 bounds,
             });
         }
-        let total = self
-            .stored_of
-            .iter()
-            .map(|&s| self.counts[s] as usize)
-            .sum();
+        let total = ix.stored_of.iter().map(|&s| ix.counts[s] as usize).sum();
         let (mut all_offsets, mut all_lengths) =
             (Vec::with_capacity(total), Vec::with_capacity(total));
-        for &s in &self.stored_of {
-            let range = self.starts[s] as usize..(self.starts[s] + self.counts[s]) as usize;
+        for &s in &ix.stored_of {
+            let range = ix.starts[s] as usize..(ix.starts[s] + ix.counts[s]) as usize;
             all_offsets.extend_from_slice(&offsets[range.clone()]);
             all_lengths.extend_from_slice(&lengths[range]);
             bounds.push(all_offsets.len());

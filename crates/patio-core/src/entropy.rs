@@ -34,6 +34,20 @@ const CODEC_LZMA: u8 = 2;
 const DICT: u32 = MAX_BLOCK as u32;
 /// `(lc, lp, pb)` settings tried per block.
 const LZMA_SETTINGS: [(u32, u32, u32); 3] = [(1, 0, 0), (3, 0, 2), (0, 0, 0)];
+/// The codec byte of raw LZMA with `(lc, lp, pb)`.
+const fn lzma_codec((lc, lp, pb): (u32, u32, u32)) -> u8 {
+    CODEC_LZMA + ((pb * 5 + lp) * 9 + lc) as u8
+}
+
+/// Every codec [`pack`] writes. Stream sets of version 2 number a block's codec by its
+/// position here (docs/FORMATS.md, "Stream set"): the order must not change.
+pub const WRITTEN: [u8; 5] = [
+    CODEC_STORED,
+    CODEC_ZSTD,
+    lzma_codec(LZMA_SETTINGS[0]),
+    lzma_codec(LZMA_SETTINGS[1]),
+    lzma_codec(LZMA_SETTINGS[2]),
+];
 const ZSTD_LEVEL: i32 = 19;
 /// Largest block given zstd's [`ZSTD_LEVEL`] at [`Effort::Best`]; longer ones get
 /// [`FAST_ZSTD_LEVEL`]. On the real traces zstd wins only blocks of a few hundred
@@ -118,7 +132,7 @@ pub fn pack(raw: &[u8], effort: Effort) -> Packed {
     }
     for &(lc, lp, pb) in settings {
         if let Some(bytes) = lzma(raw, preset, (lc, lp, pb), dict) {
-            consider(CODEC_LZMA + ((pb * 5 + lp) * 9 + lc) as u8, bytes);
+            consider(lzma_codec((lc, lp, pb)), bytes);
         }
     }
     best
@@ -252,25 +266,41 @@ fn unlzma(props: u8, bytes: &[u8], raw_len: usize) -> std::result::Result<Vec<u8
 /// Decodes a block of exactly `raw_len` bytes; `at` is where it sits in its file. A
 /// stored block is returned without a copy.
 pub fn unpack(codec: u8, bytes: &[u8], raw_len: usize, at: usize) -> Result<Cow<'_, [u8]>> {
+    let out = unpack_within(codec, bytes, raw_len, at)?;
+    if out.len() != raw_len {
+        return Err(CoreError::corrupt(
+            at,
+            format!(
+                "block decodes to {} bytes, its index says {raw_len}",
+                out.len()
+            ),
+        ));
+    }
+    Ok(out)
+}
+
+/// Decodes a block of at most `max_len` bytes (for indexes that do not store the raw
+/// length); `at` is where it sits in its file.
+pub fn unpack_within(codec: u8, bytes: &[u8], max_len: usize, at: usize) -> Result<Cow<'_, [u8]>> {
     let bad = |why: String| CoreError::corrupt(at, why);
-    if raw_len > MAX_BLOCK {
+    if max_len > MAX_BLOCK {
         return Err(bad(format!(
-            "block of {raw_len} bytes, more than {MAX_BLOCK}"
+            "block of {max_len} bytes, more than {MAX_BLOCK}"
         )));
     }
     let out = match codec {
         CODEC_STORED => Cow::Borrowed(bytes),
         CODEC_ZSTD => Cow::Owned(
-            unzstd(bytes, raw_len).map_err(|e| bad(format!("zstd block does not decode: {e}")))?,
+            unzstd(bytes, max_len).map_err(|e| bad(format!("zstd block does not decode: {e}")))?,
         ),
         p if p - CODEC_LZMA < 225 => {
-            Cow::Owned(unlzma(p - CODEC_LZMA, bytes, raw_len).map_err(bad)?)
+            Cow::Owned(unlzma(p - CODEC_LZMA, bytes, max_len).map_err(bad)?)
         }
         other => return Err(bad(format!("unknown block codec {other}"))),
     };
-    if out.len() != raw_len {
+    if out.len() > max_len {
         return Err(bad(format!(
-            "block decodes to {} bytes, its index says {raw_len}",
+            "block decodes to {} bytes, more than {max_len}",
             out.len()
         )));
     }

@@ -33,6 +33,7 @@ pub mod persist;
 pub mod ptrace;
 pub mod records;
 pub mod seqcodec;
+pub mod setindex;
 pub mod streamset;
 pub mod table;
 

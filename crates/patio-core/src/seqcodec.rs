@@ -6,9 +6,12 @@
 //! the same body (in this sequence or any later one in the same buffer) refer to it
 //! by number. Thousands of ranks writing with one shape pay for it once. Decoding
 //! rebuilds the in-memory `PatternSeq`, which is then queried without expansion.
+//! A *column* (`encode_column`) is a sequence whose length the reader already knows:
+//! a constant or arithmetic one takes one or two varints, any other is a sequence.
 //! The byte layout is in docs/FORMATS.md ("Pattern sequence encoding").
 
-use crate::codec::{put_ivarint, put_uvarint, Cursor};
+use crate::codec::{put_ivarint, put_uvarint, unzigzag, zigzag, Cursor};
+use crate::detect::Detector;
 use crate::error::{CoreError, Result};
 use crate::literal::{self, Coding, CODINGS};
 use crate::tree::{Body, Node, PatternSeq, Piece};
@@ -21,6 +24,11 @@ use std::collections::HashMap;
 const TAG_LITERAL: u64 = 0;
 const TAG_NEW_BODY: u64 = TAG_LITERAL + CODINGS.len() as u64;
 const TAG_BODY_REF: u64 = TAG_NEW_BODY + 1;
+
+/// Column kinds: the low two bits of a column's first varint.
+const COLUMN_CONSTANT: u64 = 0;
+const COLUMN_STEP: u64 = 1;
+const COLUMN_SEQUENCE: u64 = 2;
 
 /// Deepest body nesting a decoder accepts.
 const MAX_DECODE_DEPTH: usize = 64;
@@ -76,6 +84,30 @@ impl SeqEncoder {
                     prev = node.last();
                 }
             }
+        }
+    }
+
+    /// Appends a column: values whose count the reader knows. Every value `v`:
+    /// `uvar (zigzag(v) << 2)`; `v, v + d, …`: `uvar (zigzag(v) << 2 | 1), ivar d`;
+    /// otherwise `uvar 2` and the values as a sequence. An empty column is constant.
+    pub fn encode_column(&mut self, values: &[i64], detector: &Detector, buf: &mut Vec<u8>) {
+        let first = values.first().copied().unwrap_or(0);
+        let step = match values {
+            [a, b, ..] => b.wrapping_sub(*a),
+            _ => 0,
+        };
+        let regular = values.windows(2).all(|w| w[1].wrapping_sub(w[0]) == step);
+        let head = zigzag(first);
+        if regular && head < 1 << 62 {
+            if step == 0 {
+                put_uvarint(buf, head << 2 | COLUMN_CONSTANT);
+            } else {
+                put_uvarint(buf, head << 2 | COLUMN_STEP);
+                put_ivarint(buf, step);
+            }
+        } else {
+            put_uvarint(buf, COLUMN_SEQUENCE);
+            self.encode(&PatternSeq::build(values, detector), buf);
         }
     }
 
@@ -152,6 +184,42 @@ impl SeqDecoder {
             pieces.push(piece);
         }
         Ok(PatternSeq::from_pieces(pieces))
+    }
+
+    /// Reads a column of exactly `n` values written by [`SeqEncoder::encode_column`],
+    /// expanded (the caller bounds `n`).
+    pub fn decode_column(&mut self, c: &mut Cursor, n: usize) -> Result<Vec<i64>> {
+        let at = c.position();
+        let head = c.uvarint()?;
+        let first = unzigzag(head >> 2);
+        match head & 3 {
+            COLUMN_CONSTANT => Ok(vec![first; n]),
+            COLUMN_STEP => {
+                let step = c.ivarint()?;
+                let mut v = first;
+                Ok((0..n)
+                    .map(|_| {
+                        let here = v;
+                        v = v.wrapping_add(step);
+                        here
+                    })
+                    .collect())
+            }
+            COLUMN_SEQUENCE if head == COLUMN_SEQUENCE => {
+                let seq = self.decode(c)?;
+                if seq.len() != n as u64 {
+                    return Err(CoreError::corrupt(
+                        at,
+                        format!("column of {} values, expected {n}", seq.len()),
+                    ));
+                }
+                Ok(seq.expand())
+            }
+            _ => Err(CoreError::corrupt(
+                at,
+                format!("unknown column kind {head}"),
+            )),
+        }
     }
 
     /// Reads a piece tag: a literal run's difference order, or a node's body (read in

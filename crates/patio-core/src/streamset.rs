@@ -37,6 +37,9 @@ pub const MAX_STREAM_VALUES: u64 = 1 << 26;
 
 const MODE_OFFSETS: u8 = 0;
 const MODE_GAPS: u8 = 1;
+/// Added to a skeleton's mode byte (version 2): some slots of its parameter matrix are
+/// predicted by earlier ones, listed after its bones.
+const PREDICTED: u8 = 2;
 
 /// The structure of a body without any value: nesting and delta-vector lengths.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -217,7 +220,6 @@ fn dissect(offsets: &[u64], lengths: &[u64], detector: &Detector) -> (Skeleton, 
     } else {
         (MODE_OFFSETS, direct)
     };
-    let lengths = PatternSeq::build(&relative(lengths, first_len), detector);
     let mut skeleton = Skeleton {
         mode,
         positions: Vec::new(),
@@ -225,7 +227,11 @@ fn dissect(offsets: &[u64], lengths: &[u64], detector: &Detector) -> (Skeleton, 
     };
     let mut params = Vec::new();
     split(positions.pieces(), &mut skeleton.positions, &mut params);
-    split(lengths.pieces(), &mut skeleton.lengths, &mut params);
+    // Every length the first one (most streams): no length bones at all.
+    if lengths.iter().any(|&l| l != first_len) {
+        let lengths = PatternSeq::build(&relative(lengths, first_len), detector);
+        split(lengths.pieces(), &mut skeleton.lengths, &mut params);
+    }
     (skeleton, params)
 }
 
@@ -323,6 +329,32 @@ pub fn encode_streams(
         first_offsets.push(offsets.first().copied().unwrap_or(0) as i64);
         first_lengths.push(lengths.first().copied().unwrap_or(0) as i64);
     }
+    // Identical parameter rows (the same requests in several files) are stored once;
+    // a row-index column says which distinct row each stream uses. The distinct rows
+    // go column by column, slots that an earlier slot predicts as their difference.
+    let matrices: Vec<(Vec<i64>, Vec<i64>, Vec<Prediction>)> = skeletons
+        .iter()
+        .zip(&members)
+        .map(|(s, rows)| {
+            let mut distinct: Vec<&Vec<i64>> = Vec::new();
+            let mut index_of: HashMap<&Vec<i64>, usize> = HashMap::new();
+            let row_ids = rows
+                .iter()
+                .map(|r| {
+                    *index_of.entry(r).or_insert_with(|| {
+                        distinct.push(r);
+                        distinct.len() - 1
+                    }) as i64
+                })
+                .collect();
+            let mut matrix: Vec<i64> = (0..s.slots())
+                .flat_map(|slot| distinct.iter().map(move |r| r[slot]))
+                .collect();
+            let predicted = predictions(&matrix, distinct.len(), s.slots());
+            apply(&mut matrix, distinct.len(), &predicted, true);
+            (row_ids, matrix, predicted)
+        })
+        .collect();
     let mut buf = Vec::new();
     let mut enc = if byte_aligned {
         SeqEncoder::byte_aligned()
@@ -330,35 +362,131 @@ pub fn encode_streams(
         SeqEncoder::new()
     };
     put_uvarint(&mut buf, skeletons.len() as u64);
-    for s in &skeletons {
-        buf.push(s.mode);
+    for (s, (_, _, predicted)) in skeletons.iter().zip(&matrices) {
+        buf.push(s.mode | if predicted.is_empty() { 0 } else { PREDICTED });
         put_bones(&s.positions, &mut buf);
         put_bones(&s.lengths, &mut buf);
+        if !predicted.is_empty() {
+            put_uvarint(&mut buf, predicted.len() as u64);
+            let mut next = 0;
+            for p in predicted {
+                put_uvarint(&mut buf, (p.slot - next) as u64);
+                put_uvarint(
+                    &mut buf,
+                    ((p.slot - 1 - p.from) as u64) << 1 | u64::from(p.plus),
+                );
+                next = p.slot + 1;
+            }
+        }
     }
     for column in [skeleton_ids, first_offsets, first_lengths] {
-        enc.encode(&PatternSeq::build(&column, detector), &mut buf);
+        enc.encode_column(&column, detector, &mut buf);
     }
-    for (s, rows) in skeletons.iter().zip(&members) {
-        // Identical parameter rows (the same requests in several files) are stored
-        // once; a row-index column says which distinct row each stream uses.
-        let mut distinct: Vec<&Vec<i64>> = Vec::new();
-        let mut index_of: HashMap<&Vec<i64>, usize> = HashMap::new();
-        let row_ids: Vec<i64> = rows
-            .iter()
-            .map(|r| {
-                *index_of.entry(r).or_insert_with(|| {
-                    distinct.push(r);
-                    distinct.len() - 1
-                }) as i64
-            })
-            .collect();
-        enc.encode(&PatternSeq::build(&row_ids, detector), &mut buf);
-        let column_major: Vec<i64> = (0..s.slots())
-            .flat_map(|slot| distinct.iter().map(move |r| r[slot]))
-            .collect();
-        enc.encode(&PatternSeq::build(&column_major, detector), &mut buf);
+    for (row_ids, matrix, _) in &matrices {
+        enc.encode_column(row_ids, detector, &mut buf);
+        enc.encode_column(matrix, detector, &mut buf);
     }
     buf
+}
+
+/// A slot of a parameter matrix stored as its difference from an earlier slot of the
+/// same row (or its sum with it, `plus`): where that is one value for every row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Prediction {
+    slot: usize,
+    from: usize,
+    plus: bool,
+}
+
+/// How far back a slot looks for the slot that predicts it.
+const PREDICTION_REACH: usize = 32;
+
+/// The slots of a column-major matrix of `rows` rows that an earlier, varying slot
+/// predicts exactly, in slot order.
+fn predictions(matrix: &[i64], rows: usize, slots: usize) -> Vec<Prediction> {
+    if rows < 2 {
+        return Vec::new();
+    }
+    let column = |j: usize| &matrix[j * rows..(j + 1) * rows];
+    let varies = |j: usize| column(j).iter().any(|&v| v != column(j)[0]);
+    let mut out = Vec::new();
+    for slot in (0..slots).filter(|&j| varies(j)) {
+        for from in (slot.saturating_sub(PREDICTION_REACH)..slot).filter(|&i| varies(i)) {
+            let pairs = || column(slot).iter().zip(column(from));
+            let plus = if constant(pairs().map(|(a, b)| a.wrapping_sub(*b))) {
+                false
+            } else if constant(pairs().map(|(a, b)| a.wrapping_add(*b))) {
+                true
+            } else {
+                continue;
+            };
+            out.push(Prediction { slot, from, plus });
+            break;
+        }
+    }
+    out
+}
+
+/// Whether every value is the same.
+fn constant(mut values: impl Iterator<Item = i64>) -> bool {
+    let first = values.next();
+    values.all(|v| Some(v) == first)
+}
+
+/// Replaces predicted slots by their differences (`encode`) or back (decode). The
+/// encoder goes from the last slot back, so every slot predicts from original values;
+/// the decoder from the first on, so every slot it predicts from is restored.
+fn apply(matrix: &mut [i64], rows: usize, predicted: &[Prediction], encode: bool) {
+    let mut each = |p: &Prediction| {
+        for r in 0..rows {
+            let from = matrix[p.from * rows + r];
+            let v = &mut matrix[p.slot * rows + r];
+            *v = match (p.plus, encode) {
+                (false, true) | (true, false) => v.wrapping_sub(from),
+                (false, false) | (true, true) => v.wrapping_add(from),
+            };
+        }
+    };
+    if encode {
+        predicted.iter().rev().for_each(&mut each);
+    } else {
+        predicted.iter().for_each(each);
+    }
+}
+
+/// Reads the predictions of a skeleton of `slots` slots.
+fn get_predictions(c: &mut Cursor, slots: usize) -> Result<Vec<Prediction>> {
+    let n = c.count(slots, "prediction")?;
+    let mut out = Vec::with_capacity(n);
+    let mut next = 0u64;
+    for _ in 0..n {
+        let at = c.position();
+        let slot = next.saturating_add(c.uvarint()?);
+        let x = c.uvarint()?;
+        let back = (x >> 1).saturating_add(1);
+        if slot >= slots as u64 || back > slot {
+            return Err(CoreError::corrupt(
+                at,
+                "prediction outside the parameter row",
+            ));
+        }
+        out.push(Prediction {
+            slot: slot as usize,
+            from: (slot - back) as usize,
+            plus: x & 1 == 1,
+        });
+        next = slot + 1;
+    }
+    Ok(out)
+}
+
+/// How the columns of a pattern-form block are written: stream sets of version 1
+/// wrote every column as a sequence carrying its own length; version 2 writes
+/// columns whose length the reader knows (`SeqEncoder::encode_column`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Columns {
+    Sequences,
+    Counted,
 }
 
 /// The next sequence, expanded, refused beyond `limit` (at most
@@ -378,26 +506,27 @@ fn column(dec: &mut SeqDecoder, c: &mut Cursor, limit: u64) -> Result<Vec<i64>> 
     Ok(seq.expand())
 }
 
-/// Decodes what [`encode_streams`] wrote.
-pub fn decode_streams(bytes: &[u8]) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
-    decode_streams_within(bytes, u64::MAX, u64::MAX, 0)
+/// Decodes what [`encode_streams`] wrote for `streams` streams.
+pub fn decode_streams(bytes: &[u8], streams: u64) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
+    decode_streams_within(bytes, streams, u64::MAX, 0)
 }
 
-/// Decodes what [`encode_streams`] wrote, refusing more than `max_requests` requests
-/// and `max_streams` streams in all; `base` is where `bytes` sit in their file (for
+/// Decodes what [`encode_streams`] wrote for `streams` streams, refusing more than
+/// `max_requests` requests in all; `base` is where `bytes` sit in their file (for
 /// error offsets).
 pub fn decode_streams_within(
     bytes: &[u8],
-    max_streams: u64,
+    streams: u64,
     max_requests: u64,
     base: usize,
 ) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
     let (mut offsets, mut lengths) = (Vec::new(), Vec::new());
     let counts = decode_streams_into(
         bytes,
-        max_streams,
+        streams,
         max_requests,
         base,
+        Columns::Counted,
         &mut offsets,
         &mut lengths,
     )?;
@@ -415,16 +544,19 @@ pub fn decode_streams_within(
 /// lengths.
 type RelativeRow = (Vec<i64>, Vec<i64>);
 
-/// Decodes what [`encode_streams`] wrote like [`decode_streams_within`], appending
-/// every stream's offsets and lengths, stream after stream, to `offsets` and
-/// `lengths`; returns each stream's request count. No allocation per stream: streams
+/// Decodes what [`encode_streams`] wrote (or, with [`Columns::Sequences`], what a
+/// version 1 stream set wrote) like [`decode_streams_within`], appending every
+/// stream's offsets and lengths, stream after stream, to `offsets` and `lengths`;
+/// returns each stream's request count. `streams` is the number of streams (with
+/// [`Columns::Sequences`], the most there may be). No allocation per stream: streams
 /// that share a skeleton and a parameter row (the same requests from another first
 /// offset) are rebuilt once.
 pub fn decode_streams_into(
     bytes: &[u8],
-    max_streams: u64,
+    streams: u64,
     max_requests: u64,
     base: usize,
+    columns: Columns,
     offsets: &mut Vec<u64>,
     lengths: &mut Vec<u64>,
 ) -> Result<Vec<usize>> {
@@ -436,26 +568,44 @@ pub fn decode_streams_into(
     let mut dec = SeqDecoder::new();
     let n_skeletons = c.count(c.remaining(), "skeleton")?;
     let mut skeletons = Vec::with_capacity(n_skeletons);
+    let mut predicted = Vec::with_capacity(n_skeletons);
+    let known = match columns {
+        Columns::Sequences => MODE_GAPS,
+        Columns::Counted => MODE_GAPS | PREDICTED,
+    };
     for _ in 0..n_skeletons {
         let at = c.position();
-        let mode = c.u8()?;
-        if mode > MODE_GAPS {
+        let byte = c.u8()?;
+        if byte & !known != 0 {
             return Err(CoreError::corrupt(
                 at,
-                format!("unknown offset mode {mode}"),
+                format!("unknown offset mode {byte}"),
             ));
         }
-        let positions = get_bones(&mut c)?;
-        let lengths = get_bones(&mut c)?;
-        skeletons.push(Skeleton {
-            mode,
-            positions,
-            lengths,
+        let skeleton = Skeleton {
+            mode: byte & MODE_GAPS,
+            positions: get_bones(&mut c)?,
+            lengths: get_bones(&mut c)?,
+        };
+        predicted.push(match byte & PREDICTED {
+            0 => Vec::new(),
+            _ => get_predictions(&mut c, skeleton.slots())?,
         });
+        skeletons.push(skeleton);
     }
-    let ids = column(&mut dec, &mut c, max_streams)?;
-    let first_offsets = column(&mut dec, &mut c, max_streams)?;
-    let first_lengths = column(&mut dec, &mut c, max_streams)?;
+    // A column of `n` values (at most `limit` for version 1's sequences).
+    let mut next = |c: &mut Cursor, n: u64, limit: u64| -> Result<Vec<i64>> {
+        match columns {
+            Columns::Sequences => column(&mut dec, c, limit),
+            Columns::Counted if n > MAX_STREAM_VALUES.min(limit) => Err(c.error(format!(
+                "column of {n} values, more than a stream set decodes"
+            ))),
+            Columns::Counted => dec.decode_column(c, n as usize),
+        }
+    };
+    let ids = next(&mut c, streams, streams)?;
+    let first_offsets = next(&mut c, streams, streams)?;
+    let first_lengths = next(&mut c, streams, streams)?;
     if first_offsets.len() != ids.len() || first_lengths.len() != ids.len() {
         return Err(c.error("stream columns differ in length"));
     }
@@ -468,11 +618,16 @@ pub fn decode_streams_into(
     // column by column.
     let mut matrices = Vec::with_capacity(skeletons.len());
     for (s, &count) in skeletons.iter().zip(&member_count) {
-        let row_ids = column(&mut dec, &mut c, max_streams)?;
+        let row_ids = next(&mut c, count as u64, streams)?;
         if row_ids.len() != count {
             return Err(c.error("row-index column length differs from the stream count"));
         }
-        let values = column(&mut dec, &mut c, max_params)?;
+        // Rows are numbered in order of first use: the largest number is the last.
+        let rows = row_ids
+            .iter()
+            .max()
+            .map_or(0, |&m| (m as u64).saturating_add(1));
+        let mut values = next(&mut c, rows.saturating_mul(s.slots() as u64), max_params)?;
         let distinct = if s.slots() == 0 {
             row_ids.iter().max().map_or(0, |&m| m as usize + 1)
         } else {
@@ -483,6 +638,7 @@ pub fn decode_streams_into(
         {
             return Err(c.error("parameter matrix does not match its row-index column"));
         }
+        apply(&mut values, distinct, &predicted[matrices.len()], false);
         matrices.push((row_ids.into_iter(), values, distinct));
     }
     if !c.is_at_end() {
@@ -528,7 +684,14 @@ pub fn decode_streams_into(
             _ => {
                 let mut params = (0..s.slots()).map(|slot| values[slot * *distinct + row]);
                 join(&s.positions, &mut params, &mut budget, at, &mut positions)?;
-                join(&s.lengths, &mut params, &mut budget, at, &mut rel_lengths)?;
+                if s.lengths.is_empty() && columns == Columns::Counted {
+                    // No length bones: every length is the first.
+                    rel_lengths.clear();
+                    rel_lengths.resize(positions.len(), 0);
+                    budget = budget.saturating_sub(positions.len() as u64);
+                } else {
+                    join(&s.lengths, &mut params, &mut budget, at, &mut rel_lengths)?;
+                }
                 if positions.len() != rel_lengths.len() {
                     return Err(CoreError::corrupt(
                         at,
@@ -600,11 +763,11 @@ mod tests {
             .map(|(o, l)| (o.as_slice(), l.as_slice()))
             .collect();
         let bytes = encode_streams(&views, &d, false);
-        assert_eq!(decode_streams(&bytes).unwrap(), ranks);
+        assert_eq!(decode_streams(&bytes, ranks.len() as u64).unwrap(), ranks);
         // 64 rank-strided streams cost little more than one.
         assert!(bytes.len() < 400, "{} bytes", bytes.len());
         for cut in 0..bytes.len() {
-            assert!(decode_streams(&bytes[..cut]).is_err());
+            assert!(decode_streams(&bytes[..cut], ranks.len() as u64).is_err());
         }
     }
 
@@ -620,7 +783,7 @@ mod tests {
             for flip in [0x01u8, 0x40, 0xff] {
                 let mut damaged = bytes.clone();
                 damaged[at] ^= flip;
-                let _ = decode_streams(&damaged);
+                let _ = decode_streams(&damaged, 2);
             }
         }
     }
