@@ -191,8 +191,8 @@ build_all() {
 
     local locked=()
     [[ -f "$REPO/Cargo.lock" ]] && locked=(--locked)
-    say "building patio CLI (cargo build --release${locked[*]:+ ${locked[*]}} -p patio-cli)"
-    cargo build --release "${locked[@]}" -p patio-cli
+    say "building patio CLI and the layout core's C library (cargo build --release${locked[*]:+ ${locked[*]}} -p patio-cli -p patio-layout)"
+    cargo build --release "${locked[@]}" -p patio-cli -p patio-layout
 
     local target_dir="${CARGO_TARGET_DIR:-$REPO/target}"
     [[ -x "$target_dir/release/patio" ]] || die "expected binary $target_dir/release/patio not found after build"

@@ -150,6 +150,14 @@ impl Decider {
         })
     }
 
+    /// Adds a replica (checked as in [`Decider::new`]; the memo starts again).
+    pub fn add_replica(&mut self, r: Replica) -> Result<()> {
+        let mut reps = self.replicas.clone();
+        reps.push(r);
+        *self = Decider::new(self.original.clone(), reps, self.model.clone(), self.consts)?;
+        Ok(())
+    }
+
     pub fn replicas(&self) -> &[Replica] {
         &self.replicas
     }

@@ -9,11 +9,13 @@
 //! | [`layout`] | contiguous and chunked storage, filtered chunks with stored sizes |
 //! | [`flatten`] | selection x layout -> byte extents, in closed form per run |
 //! | [`price`] | eq 3.1 with a decompression term over `patio-storage`'s model |
+//! | [`capi`] | the C ABI (`include/patio_layout.h`) for the VOL connector and the MPI-IO layer |
 //! | [`axes`] | set algebra on per-axis block lists (containment, positions) |
 //! | [`decide`] | the candidates for one read, their prices, the choice and its memo |
 //! | [`error`] | [`LayoutError`] |
 
 pub mod axes;
+pub mod capi;
 pub mod decide;
 pub mod error;
 pub mod flatten;
