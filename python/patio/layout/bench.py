@@ -373,7 +373,7 @@ def model_validation(model: Any, randoms: int, seed: int = 11) -> dict[str, Any]
         pred, meas = [], []
         for lay_name, lay, s in layouts:
             ext = merge_sorted(flatten(lay, s))
-            pred.append(costmodel.predict(model, consts, [ext]))
+            pred.append(costmodel.price(lay, s, model, consts))
             meas.append(float(model.simulate([[(ext.offsets.astype(np.uint64),
                                                 ext.lengths.astype(np.uint64))]])["seconds"]))
         best_m = min(meas)

@@ -72,15 +72,6 @@ def counts(model: Any, clients: Sequence[Extents]) -> tuple[np.ndarray, np.ndarr
     return pages, chunks
 
 
-def predict(model: Any, consts: Constants, clients: Sequence[Extents]) -> float:
-    """eq 3.1 for reads issued together by ``clients``."""
-    pages, chunks = counts(model, clients)
-    per_target = pages * consts.t_pg + chunks * consts.t_chk
-    if not np.any(pages):
-        return 0.0
-    return float(per_target.max() + consts.t_lat)
-
-
 def price(layout: Any, selection: Any, model: Any, consts: Constants) -> float:
     """eq 3.1 (with the decompression term) of reading ``selection`` - a
     :class:`~patio.layout.selection.Selection` or the core's ``LayoutSelection`` - from

@@ -29,7 +29,7 @@ import numpy as np
 
 from . import cost as costmodel
 from .decide import Decider
-from .flatten import Chunked, Contiguous, flatten, merge_sorted
+from .flatten import Chunked, Contiguous
 from .h5sel import product_axes
 from .kb import KnowledgeBase, Pattern
 from .replicas import Replica, derive_chunk, transpose_axes
@@ -109,7 +109,8 @@ def _concat_layout_and_selection(p_union: Selection, axes_sets: list[np.ndarray]
 
 
 def model_cost(model: Any, consts: costmodel.Constants, layout: Layout, sel: Selection) -> float:
-    return costmodel.predict(model, consts, [merge_sorted(flatten(layout, sel))])
+    """eq 3.1 of ``sel`` read from ``layout``, priced by the layout core."""
+    return costmodel.price(layout, sel, model, consts)
 
 
 def proposals(dset: h5py.Dataset, pats: list[Pattern]) -> list[Proposal]:
