@@ -370,3 +370,59 @@ def test_probe(recorded: Path, tmp_path: Path) -> None:
     assert list(scratch.iterdir()) == []  # the scratch file is removed
     adv = layout_json("advise", recorded)
     assert adv["constants"] == pytest.approx(consts)
+
+
+# ------------------------------------------------------- filtered and unmodellable data
+def test_a_compressed_dataset_is_modelled_built_and_read_back(tmp_path: Path) -> None:
+    """gzip + shuffle chunks: priced from their stored sizes, replicas built, reads
+    through patio.h5 equal h5py's."""
+    path = tmp_path / "z.h5"
+    data = np.random.default_rng(3).random((64, 256)).astype("f4")
+    with h5py.File(path, "w") as f:
+        f.create_dataset("z", data=data, chunks=(1, 256), compression="gzip", shuffle=True)
+    with ph5.File(path) as f:
+        for _ in range(3):
+            for c in (5, 77, 200):
+                f["z"][:, c]
+    layout_json("probe", "--model", "ssd", "--file", path)
+    adv = layout_json("advise", path)
+    (d,) = adv["datasets"]
+    assert d["name"] == "/z" and adv["skipped"] == []
+    for s in d["selections"]:
+        assert s["costs"]["original"] > 0
+    built = layout_json("build", path, "--budget", "100%")
+    assert built["built"], built
+    with ph5.File(path) as f:
+        for c in (5, 77, 200, 3):
+            np.testing.assert_array_equal(f["z"][:, c], data[:, c])
+        np.testing.assert_array_equal(f["z"][10:20, ::7], data[10:20, ::7])
+
+
+def test_an_unmodellable_dataset_is_one_line_and_left_to_h5py(tmp_path: Path) -> None:
+    path = tmp_path / "e.h5"
+    arr = np.arange(1000.0).reshape(10, 100)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=arr)
+        f.create_dataset("ext", shape=(10, 100), dtype="f8",
+                         external=[(str(tmp_path / "raw.bin"), 0, h5py.h5f.UNLIMITED)])
+        f["ext"][...] = arr
+    with ph5.File(path) as f:
+        for _ in range(3):
+            np.testing.assert_array_equal(f["ext"][:, 5], arr[:, 5])
+            f["x"][:, 5]
+    r = layout("advise", path)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert "/ext: external storage" in line and "left to h5py" in line
+    with h5py.File(path, "a") as f:
+        del f["x"]
+    with ph5.File(path) as f:
+        f["ext"][:, 6]
+    kb = KnowledgeBase(path)
+    with kb.transaction() as db:
+        db.execute("DELETE FROM pattern WHERE dset='/x'")
+        db.execute("DELETE FROM access WHERE dset='/x'")
+    kb.close()
+    assert_error(layout("build", path, "--budget", "100%"), "no recorded dataset",
+                 "/ext: external storage")

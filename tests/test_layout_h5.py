@@ -33,10 +33,14 @@ pytestmark = [
 
 
 def make_file(path: Path, shape: tuple[int, ...], chunks: Any = None, dtype: str = "f8",
-              name: str = "a") -> np.ndarray:
+              name: str = "a", filtered: bool = False) -> np.ndarray:
     data = np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape)
     with h5py.File(path, "w") as f:
-        f.create_dataset(name, data=data, chunks=chunks)
+        if filtered:  # gzip + shuffle: chunks stored compressed, sizes from the index
+            f.create_dataset(name, data=data, chunks=chunks, compression="gzip",
+                             shuffle=True)
+        else:
+            f.create_dataset(name, data=data, chunks=chunks)
     return data
 
 
@@ -77,14 +81,16 @@ SHAPES = [(13, 9), (6, 7, 5), (40,)]
 
 @pytest.fixture(scope="module")
 def replica_setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Files with one replica of every kind, built through the real builder."""
+    """Files (contiguous, chunked, chunked with gzip + shuffle) with one replica of
+    every kind, built through the real builder."""
     base = tmp_path_factory.mktemp("reps")
     os.environ["PATIO_LAYOUT_DIR"] = str(base / "kb")
     out = {}
     for shape in SHAPES:
-        for chunks in (None, tuple(max(1, n // 3) for n in shape)):
-            p = base / f"f{len(shape)}{'c' if chunks else ''}.h5"
-            data = make_file(p, shape, chunks)
+        for variant in ("contiguous", "chunked", "gzip"):
+            chunks = None if variant == "contiguous" else tuple(max(1, n // 3) for n in shape)
+            p = base / f"f{len(shape)}{variant}.h5"
+            data = make_file(p, shape, chunks, filtered=variant == "gzip")
             kb = KnowledgeBase(p)
             nd = len(shape)
             if nd >= 2:
@@ -110,7 +116,7 @@ def replica_setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             pts = np.stack(np.unravel_index(np.arange(0, data.size, 3), shape), axis=1)
             replicas.build(kb, str(p), "/a", "concat", sel=Selection.from_points(shape, pts))
             kb.close()
-            out[(shape, chunks is not None)] = (p, data)
+            out[(shape, variant)] = (p, data)
     return out
 
 

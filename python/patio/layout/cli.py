@@ -149,6 +149,7 @@ def _ready_replicas(kb: Any) -> dict[str, list[Any]]:
 
 def advise_report(path: str) -> tuple[dict[str, Any], list[Any]]:
     from . import device, planner
+    from .storage import UnsupportedLayout
 
     kb = _open_kb(path, create=True)
     try:
@@ -156,16 +157,29 @@ def advise_report(path: str) -> tuple[dict[str, Any], list[Any]]:
         model, consts = device.load(kb)
         existing = _ready_replicas(kb)
         plans = []
+        skipped: list[dict[str, str]] = []
         with _open_h5(path) as f:
-            for name, _ in kb.datasets():
+            recorded = kb.datasets()
+            for name, _ in recorded:
                 if name not in f:
                     raise CliError(f"{path}: dataset {name} was recorded but no longer exists")
-                plans.append(planner.evaluate(kb, f, name, model, consts, existing.get(name, [])))
+                try:
+                    plans.append(planner.evaluate(kb, f, name, model, consts,
+                                                  existing.get(name, [])))
+                except UnsupportedLayout as e:
+                    # Its reads stay with h5py; the other datasets go on.
+                    skipped.append({"name": name, "reason": str(e)})
+            if recorded and len(skipped) == len(recorded):
+                raise CliError(f"{path}: no recorded dataset has a layout patio can model "
+                               f"({'; '.join(s['reason'] for s in skipped)})")
+            for s in skipped:
+                print(f"patio layout: {path}: {s['reason']}: not modelled, its reads are left "
+                      "to h5py", file=sys.stderr)
         for reps in existing.values():
             for r in reps:
                 r.close()
         out = {"file": os.path.abspath(path), "store": model.params(),
-               "constants": consts.to_json(), "datasets": []}
+               "constants": consts.to_json(), "datasets": [], "skipped": skipped}
         for dp in plans:
             sels = []
             for row in dp.rows:
