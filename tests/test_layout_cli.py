@@ -392,6 +392,9 @@ def test_a_compressed_dataset_is_modelled_built_and_read_back(tmp_path: Path) ->
         assert s["costs"]["original"] > 0
     built = layout_json("build", path, "--budget", "100%")
     assert built["built"], built
+    st = layout_json("status", path)
+    assert st["replicas"] and all(r["params"]["filters"].startswith("dropped: shuffle+deflate")
+                                  for r in st["replicas"]), st["replicas"]
     with ph5.File(path) as f:
         for c in (5, 77, 200, 3):
             np.testing.assert_array_equal(f["z"][:, c], data[:, c])

@@ -128,6 +128,8 @@ def cmd_status(a: argparse.Namespace) -> int:
     lines.append(f"  replicas ({rep['used_bytes']:,} of {rep['budget_bytes']:,} budget bytes):")
     for r in rep["replicas"]:
         note = f"  ({r['note']})" if r["note"] else ""
+        if "filters" in r["params"]:
+            note += f"  (source filters {r['params']['filters']})"
         lines.append(f"    #{r['id']:<3} {r['dataset']:<16} {r['kind']:<10} {r['bytes']:>12,} B "
                      f"{r['state']:<8} used {r['uses']}x{note}")
     if not rep["replicas"]:

@@ -234,6 +234,13 @@ def build(kb: KnowledgeBase, source: str | os.PathLike[str], dset_name: str, kin
     with h5py.File(source, "r") as f:
         src = f[dset_name]
         gen = fingerprint(source, src)
+        dcpl = src.id.get_create_plist()
+        if dcpl.get_nfilters():
+            # Replicas are stored unfiltered: a read of one costs no decompression, and
+            # its bytes count against the budget at their full size (stated in status).
+            params["filters"] = "dropped: " + "+".join(
+                dcpl.get_filter(i)[3].decode(errors="replace") or str(dcpl.get_filter(i)[0])
+                for i in range(dcpl.get_nfilters()))
         rid = kb.add_replica(dset_name, kind, params, sel if kind == "concat" else None, "", gen)
         final = replica_path(kb, rid)
         try:
