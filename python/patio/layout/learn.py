@@ -58,7 +58,8 @@ class StorageIndex:
 
     def __init__(self, f: h5py.File) -> None:
         starts, ends, owners = [], [], []
-        self.items: list[tuple[str, tuple[int, ...], int, tuple[int, ...] | None]] = []
+        # (dataset, shape, itemsize, chunk origin + shape or None, chunk filtered)
+        self.items: list[tuple[str, tuple[int, ...], int, tuple[int, ...] | None, bool]] = []
         self.skipped: list[str] = []
 
         def visit(name: str, obj: Any) -> None:
@@ -76,16 +77,19 @@ class StorageIndex:
                     starts.append(lay.base)
                     ends.append(lay.base + n)
                     owners.append(len(self.items))
-                    self.items.append((obj.name, lay.shape, size, None))
+                    self.items.append((obj.name, lay.shape, size, None, False))
                 return
             cb = lay.chunk_bytes
             for lin in np.flatnonzero(lay.addresses >= 0):
                 origin = tuple(int(i) * c for i, c in
                                zip(np.unravel_index(int(lin), lay.grid), lay.chunk))
+                # A filtered chunk occupies its stored size and is read whole.
+                stored = cb if lay.stored is None else int(lay.stored[lin])
                 starts.append(int(lay.addresses[lin]))
-                ends.append(int(lay.addresses[lin]) + cb)
+                ends.append(int(lay.addresses[lin]) + stored)
                 owners.append(len(self.items))
-                self.items.append((obj.name, lay.shape, size, origin + tuple(lay.chunk)))
+                self.items.append((obj.name, lay.shape, size, origin + tuple(lay.chunk),
+                                   lay.stored is not None))
 
         f.visititems(visit)
         order = np.argsort(np.asarray(starts, np.int64))
@@ -99,10 +103,12 @@ class StorageIndex:
         i = int(np.searchsorted(self.ends, offset, side="right"))
         out: dict[str, tuple[tuple[int, ...], list[Hyperslab]]] = {}
         while i < len(self.starts) and self.starts[i] < end:
-            name, shape, size, chunk = self.items[int(self.owners[i])]
+            name, shape, size, chunk, filtered = self.items[int(self.owners[i])]
             lo = max(offset, int(self.starts[i])) - int(self.starts[i])
             hi = min(end, int(self.ends[i])) - int(self.starts[i])
             a, b = lo // size, -(-hi // size)
+            if filtered and chunk is not None:  # any byte of it: the whole chunk
+                a, b = 0, int(np.prod(chunk[len(shape):], dtype=np.int64))
             if chunk is None:
                 out.setdefault(name, (shape, []))[1].extend(linear_range_boxes(shape, a, b))
             else:
