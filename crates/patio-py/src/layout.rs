@@ -104,22 +104,7 @@ impl PySelection {
                 "{axes:?} is not a permutation of {rank} axes"
             )));
         }
-        let inner = match &self.inner {
-            Selection::Grids(gs) => Selection::Grids(
-                gs.iter()
-                    .map(|g| Grid {
-                        axes: axes.iter().map(|&a| g.axes[a].clone()).collect(),
-                    })
-                    .collect(),
-            ),
-            Selection::Points { rank, coords } => Selection::Points {
-                rank: *rank,
-                coords: coords
-                    .chunks(*rank)
-                    .flat_map(|p| axes.iter().map(move |&a| p[a]))
-                    .collect(),
-            },
-        };
+        let inner = patio_layout::decide::permuted(&self.inner, &axes);
         Ok(PySelection { inner })
     }
 
