@@ -176,7 +176,7 @@ pub fn encode(streams: &[(&[u64], &[u64])], detector: &Detector, opts: &Options)
         let n = streams[k].0.len();
         let mut start = 0;
         while start < n {
-            if at % per_block == 0 {
+            if at.is_multiple_of(per_block) {
                 blocks.push(Vec::new());
             }
             let end = n.min(start + per_block - at % per_block);

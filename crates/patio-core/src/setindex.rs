@@ -118,6 +118,26 @@ pub struct Index<'a> {
     pub version: u8,
 }
 
+impl<'a> Index<'a> {
+    fn new(
+        bytes: Cow<'a, [u8]>,
+        base: usize,
+        s: Streams,
+        blocks: Vec<BlockEntry>,
+        version: u8,
+    ) -> Self {
+        Index {
+            bytes,
+            base,
+            stored_of: s.stored_of,
+            starts: s.starts,
+            counts: s.counts,
+            blocks,
+            version,
+        }
+    }
+}
+
 /// Streams and request counts as an index holds them.
 struct Streams {
     stored_of: Vec<usize>,
@@ -270,15 +290,7 @@ pub fn read(bytes: &[u8]) -> Result<Index<'_>> {
         return Err(c.error("trailing bytes after the block table"));
     }
     locate(&mut blocks, at + len, bytes.len())?;
-    Ok(Index {
-        bytes: Cow::Borrowed(bytes),
-        base: 0,
-        stored_of: s.stored_of,
-        starts: s.starts,
-        counts: s.counts,
-        blocks,
-        version: VERSION,
-    })
+    Ok(Index::new(Cow::Borrowed(bytes), 0, s, blocks, VERSION))
 }
 
 /// Places blocks one after the other from `start`; they must end at `end`.
@@ -349,15 +361,7 @@ fn read_one_block(bytes: &[u8], head: u8, crc: u32) -> Result<Index<'_>> {
     } else if !u.is_at_end() {
         return Err(u.error("trailing bytes after a set without requests"));
     }
-    Ok(Index {
-        bytes: unit,
-        base,
-        stored_of: s.stored_of,
-        starts: s.starts,
-        counts: s.counts,
-        blocks,
-        version: VERSION,
-    })
+    Ok(Index::new(unit, base, s, blocks, VERSION))
 }
 
 /// A version 1 set: magic, version, coded header with the stream columns and a block
@@ -435,15 +439,7 @@ fn read_v1(bytes: &[u8]) -> Result<Index<'_>> {
         )));
     }
     locate(&mut blocks, body_at, bytes.len())?;
-    Ok(Index {
-        bytes: Cow::Borrowed(bytes),
-        base: 0,
-        stored_of: s.stored_of,
-        starts: s.starts,
-        counts: s.counts,
-        blocks,
-        version: V1,
-    })
+    Ok(Index::new(Cow::Borrowed(bytes), 0, s, blocks, V1))
 }
 
 /// What the writer knows of the streams: per stream 0 (stored) or the distance back

@@ -10,6 +10,8 @@ use patio_core::entropy::{get_section, put_section, Effort};
 use patio_core::Detector;
 use proptest::prelude::*;
 
+mod common;
+
 type Streams = Vec<(Vec<u64>, Vec<u64>)>;
 
 fn views(streams: &Streams) -> Vec<(&[u64], &[u64])> {
@@ -85,16 +87,8 @@ proptest! {
         copies in proptest::collection::vec(any::<prop::sample::Index>(), 0..6),
         ablation in 0usize..6,
     ) {
-        let mut streams = unique.clone();
-        if !unique.is_empty() {
-            for c in copies {
-                streams.push(unique[c.index(unique.len())].clone());
-            }
-        }
-        let opts = match ablation {
-            0 => Options::default(),
-            a => Options::ablations()[a - 1].1,
-        };
+        let streams = common::with_copies(&unique, &copies);
+        let opts = common::set_options(ablation);
         let bytes = encode(&views(&streams), &Detector::default(), &opts);
         prop_assert_eq!(decode(&bytes).unwrap(), streams.clone());
         let flat = StreamSet::open(&bytes).unwrap().decode_flat().unwrap();
@@ -181,18 +175,11 @@ fn every_prefix_is_an_error() {
     }
 }
 
-/// Every byte flipped: the checksums catch it, whatever the codec.
+/// Every byte flipped (and every prefix): the checksums catch it, whatever the codec.
 #[test]
 fn every_flipped_byte_is_an_error() {
     let (_, bytes) = damaged_set();
-    for at in 0..bytes.len() {
-        for flip in [0x01u8, 0x80, 0xff] {
-            let mut bad = bytes.clone();
-            bad[at] ^= flip;
-            let e = decode(&bad).expect_err("damage detected");
-            assert!(e.to_string().contains("byte"), "{e}");
-        }
-    }
+    common::set_refuses_damage(&bytes);
 }
 
 /// Without the checksums' help (blocks changed after their checksums were checked), a

@@ -11,6 +11,8 @@ use patio_core::blockset::{decode, encode, Options, StreamSet};
 use patio_core::Detector;
 use proptest::prelude::*;
 
+mod common;
+
 type Streams = Vec<(Vec<u64>, Vec<u64>)>;
 
 /// Fixed part: head, checksum and block table, at most.
@@ -155,18 +157,7 @@ fn a_long_stream_spans_blocks_and_offsets_find_one() {
 fn damaged_degenerate_sets_are_errors_naming_a_byte() {
     for streams in [identical(4, 65_536), vec![(vec![0], vec![4096])]] {
         let bytes = encoded(&streams);
-        for cut in 0..bytes.len() {
-            let e = decode(&bytes[..cut]).expect_err("a prefix");
-            assert!(e.to_string().contains("byte"), "{e}");
-        }
-        for at in 0..bytes.len() {
-            for flip in [0x01u8, 0x80, 0xff] {
-                let mut bad = bytes.clone();
-                bad[at] ^= flip;
-                let e = decode(&bad).expect_err("damage detected");
-                assert!(e.to_string().contains("byte"), "{e}");
-            }
-        }
+        common::set_refuses_damage(&bytes);
     }
 }
 
@@ -224,16 +215,8 @@ proptest! {
         copies in proptest::collection::vec(any::<prop::sample::Index>(), 0..8),
         ablation in 0usize..6,
     ) {
-        let mut streams = unique.clone();
-        if !unique.is_empty() {
-            for c in copies {
-                streams.push(unique[c.index(unique.len())].clone());
-            }
-        }
-        let opts = match ablation {
-            0 => Options::default(),
-            a => Options::ablations()[a - 1].1,
-        };
+        let streams = common::with_copies(&unique, &copies);
+        let opts = common::set_options(ablation);
         let views: Vec<(&[u64], &[u64])> =
             streams.iter().map(|(o, l)| (o.as_slice(), l.as_slice())).collect();
         let bytes = encode(&views, &Detector::default(), &opts);

@@ -200,3 +200,39 @@ pub fn probe_points(xs: &[i64]) -> Vec<i64> {
     }
     out
 }
+
+/// `unique` followed by copies of its members picked by `copies` (stream sets with
+/// repeated streams, as POSIX repeats MPI-IO).
+pub fn with_copies<T: Clone>(unique: &[T], copies: &[Index]) -> Vec<T> {
+    let mut all = unique.to_vec();
+    if !unique.is_empty() {
+        all.extend(copies.iter().map(|c| unique[c.index(unique.len())].clone()));
+    }
+    all
+}
+
+/// The stream set's default options (0) or its `n`-th ablation (1…).
+pub fn set_options(n: usize) -> patio_core::blockset::Options {
+    match n {
+        0 => patio_core::blockset::Options::default(),
+        a => patio_core::blockset::Options::ablations()[a - 1].1,
+    }
+}
+
+/// Every prefix of a stream set and every byte of it flipped (three ways) is an error
+/// naming a byte offset.
+pub fn set_refuses_damage(bytes: &[u8]) {
+    use patio_core::blockset::decode;
+    for cut in 0..bytes.len() {
+        let e = decode(&bytes[..cut]).expect_err("a prefix");
+        assert!(e.to_string().contains("byte"), "{e}");
+    }
+    for at in 0..bytes.len() {
+        for flip in [0x01u8, 0x80, 0xff] {
+            let mut bad = bytes.to_vec();
+            bad[at] ^= flip;
+            let e = decode(&bad).expect_err("damage detected");
+            assert!(e.to_string().contains("byte"), "{e}");
+        }
+    }
+}
