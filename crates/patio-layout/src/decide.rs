@@ -179,12 +179,30 @@ impl Decider {
         })
     }
 
-    /// Every eligible candidate, the original first.
-    pub fn candidates(&self, sel: &Selection) -> Result<Vec<Candidate>> {
+    /// `sel` in the form its parts are priced and remembered in: a union of grids that
+    /// is a product (h5py's fancy indexing) becomes the one grid it equals — the same
+    /// elements, so the same plans and prices — and the product's axes.
+    fn request_form(&self, sel: &Selection) -> Result<(Selection, Option<Vec<Axis>>)> {
         sel.check(&self.original.shape)?;
-        let d = self.original.rank();
+        let axes = product_axes(sel, self.original.rank());
+        let request = match (&axes, sel) {
+            (Some(a), Selection::Grids(gs)) if gs.len() > 1 => {
+                Selection::grid(Grid { axes: a.clone() })
+            }
+            _ => sel.clone(),
+        };
+        Ok((request, axes))
+    }
+
+    /// Every eligible candidate, the original first. The parts that read the request
+    /// itself carry it in its priced form (see [`Decider::choose`]).
+    pub fn candidates(&self, sel: &Selection) -> Result<Vec<Candidate>> {
+        let (request, axes) = self.request_form(sel)?;
+        self.candidates_of(&request, axes)
+    }
+
+    fn candidates_of(&self, sel: &Selection, axes: Option<Vec<Axis>>) -> Result<Vec<Candidate>> {
         let mut out = vec![self.candidate(Plan::Original, vec![(None, sel.clone())])?];
-        let axes = product_axes(sel, d);
         for (i, r) in self.replicas.iter().enumerate() {
             let c = match (&r.holds, &axes, sel) {
                 (Holds::Everything, _, _) => {
@@ -210,12 +228,15 @@ impl Decider {
         Ok(out)
     }
 
-    /// The cheapest candidate and its modelled saving over the original.
+    /// The cheapest candidate and its modelled saving over the original, remembered
+    /// per selection (a product union under the one grid it equals: plans depend only on
+    /// the elements selected).
     pub fn choose(&mut self, sel: &Selection) -> Result<(Candidate, f64)> {
-        if let Some(hit) = self.memo.get(sel) {
+        let (request, axes) = self.request_form(sel)?;
+        if let Some(hit) = self.memo.get(&request) {
             return Ok(hit.clone());
         }
-        let cands = self.candidates(sel)?;
+        let cands = self.candidates_of(&request, axes)?;
         let original = cands[0].seconds;
         let mut best = 0;
         for (i, c) in cands.iter().enumerate().skip(1) {
@@ -227,7 +248,7 @@ impl Decider {
         if self.memo.len() >= MEMO {
             self.memo.clear();
         }
-        self.memo.insert(sel.clone(), chosen.clone());
+        self.memo.insert(request, chosen.clone());
         Ok(chosen)
     }
 
