@@ -26,7 +26,9 @@
 //! with what was recorded when its items were cached; a difference drops every item of
 //! the file. A write through the mount drops the items it overlaps (and the last one,
 //! if the file grows) before the write returns, and bumps the file's epoch: data read
-//! from SOURCE or the store before a change is not inserted after it. Every stored item
+//! from SOURCE or the store before a change is not inserted after it. A read fills
+//! under the epoch of its check, the one its size belongs to, so an item cut at the
+//! size before an extension cannot be inserted after it. Every stored item
 //! carries a CRC32C, checked when its slot is read; a mismatch is a miss.
 //!
 //! **Budgets.** Items in memory never exceed the memory budget (reads copy out of
@@ -531,13 +533,15 @@ impl Cache {
         }
     }
 
-    /// Serves `buf.len()` bytes of file `file` at `offset` (already revalidated,
-    /// `size` its current size) for caller `pid`. The items it touches continue that
-    /// caller's successor stream (across its files and handles).
+    /// Serves `buf.len()` bytes of file `file` at `offset` (already revalidated:
+    /// `size` its size at `epoch`, what fills are read under) for caller `pid`. The
+    /// items it touches continue that caller's successor stream (across its files
+    /// and handles).
     pub(crate) fn read(
         &self,
         file: u32,
         size: u64,
+        epoch: u64,
         offset: u64,
         buf: &mut [u8],
         pid: u32,
@@ -572,7 +576,7 @@ impl Cache {
         let last = (end - 1) / b;
         while index <= last {
             let item = Item { file, index };
-            let (got, upto, tier) = self.item(item, last, size, &data)?;
+            let (got, upto, tier) = self.item(item, last, size, epoch, &data)?;
             let mut delivered = 0u64;
             if got.is_empty() {
                 // The file ended before this item (truncated meanwhile).
@@ -619,9 +623,10 @@ impl Cache {
         item: Item,
         last: u64,
         size: u64,
+        epoch: u64,
         data: &Arc<DataFile>,
     ) -> io::Result<(Items, u64, Tier)> {
-        let (plan, epoch) = self.plan(item, last);
+        let plan = self.plan(item, last);
         let src = |r: io::Result<(Items, u64)>| r.map(|(v, l)| (v, l, Tier::Source));
         match plan {
             Plan::Memory(bytes, grouped) => {
@@ -662,11 +667,10 @@ impl Cache {
     }
 
     /// Decides under the lock how `item` is served; `last` bounds a SOURCE run.
-    fn plan(&self, item: Item, last: u64) -> (Plan, u64) {
+    fn plan(&self, item: Item, last: u64) -> Plan {
         let mut st = lock(&self.state);
-        let epoch = st.files[item.file as usize].epoch;
         if let Some((bytes, grouped)) = st.mem_get(item) {
-            return (Plan::Memory(bytes, grouped), epoch);
+            return Plan::Memory(bytes, grouped);
         }
         if let Some(&(slot, entry)) = st.disk.get(&item) {
             // A group's segment is read whole (the prefetch), a plain slot's item alone.
@@ -682,14 +686,11 @@ impl Cache {
                 vec![entry]
             };
             st.alloc.touch(slot);
-            return (
-                Plan::Slot {
-                    slot,
-                    entries,
-                    grouped,
-                },
-                epoch,
-            );
+            return Plan::Slot {
+                slot,
+                entries,
+                grouped,
+            };
         }
         if self.cfg.policy == Policy::Group {
             if !st.plan.contains_key(&item) && st.graph.pending_changes() >= self.cfg.build_after {
@@ -697,7 +698,7 @@ impl Cache {
                 st.rebuild(per);
             }
             if let Some(&g) = st.plan.get(&item) {
-                return (Plan::Group(st.groups[g].clone()), epoch);
+                return Plan::Group(st.groups[g].clone());
             }
         }
         let mut end = item.index;
@@ -714,7 +715,7 @@ impl Cache {
             }
             end += 1;
         }
-        (Plan::Source { last: end }, epoch)
+        Plan::Source { last: end }
     }
 
     /// Items `item.index..=last` of one file read from SOURCE in one request, put in
@@ -735,16 +736,28 @@ impl Cache {
             .chunks(b as usize)
             .map(|c| Arc::new(c.to_vec()))
             .collect();
+        {
+            let mut st = lock(&self.state);
+            st.stats.source_requests += 1;
+            st.stats.source_bytes += got.len() as u64;
+            st.stats.accesses += items.len().max(1) as u64;
+            st.stats.misses += items.len().max(1) as u64;
+        }
+        self.keep(item, &items, epoch);
+        let served = item.index + items.len().max(1) as u64 - 1;
+        Ok((items, served.min(last)))
+    }
+
+    /// Completes a fill from SOURCE: `items` (consecutive, the first one `first`),
+    /// read under `epoch`, go to memory and, for `lru` and `group`, to the store —
+    /// unless their file changed since `epoch`, which drops them.
+    pub(crate) fn keep(&self, first: Item, items: &[Arc<Vec<u8>>], epoch: u64) {
         let mut st = lock(&self.state);
-        st.stats.source_requests += 1;
-        st.stats.source_bytes += got.len() as u64;
-        st.stats.accesses += items.len().max(1) as u64;
-        st.stats.misses += items.len().max(1) as u64;
         let disabled = st.disabled.is_some();
         for (k, bytes) in items.iter().enumerate() {
             let it = Item {
-                file: item.file,
-                index: item.index + k as u64,
+                file: first.file,
+                index: first.index + k as u64,
             };
             st.mem_put(it, bytes.clone(), false, epoch, self.cfg.memory);
         }
@@ -752,8 +765,8 @@ impl Cache {
         let with_items = || {
             items.iter().enumerate().map(|(k, bytes)| {
                 let it = Item {
-                    file: item.file,
-                    index: item.index + k as u64,
+                    file: first.file,
+                    index: first.index + k as u64,
                 };
                 (it, bytes.clone(), epoch)
             })
@@ -771,7 +784,5 @@ impl Cache {
                 self.fault("writing the segment store", &e);
             }
         }
-        let served = item.index + items.len().max(1) as u64 - 1;
-        Ok((items, served.min(last)))
     }
 }

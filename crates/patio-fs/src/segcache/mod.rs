@@ -342,8 +342,10 @@ impl Cache {
     }
 
     /// Compares the file with what was recorded (dropping its items if it changed)
-    /// and returns its current size.
-    fn check(&self, idx: u32, meta: &fs::Metadata) -> u64 {
+    /// and returns its current size and the epoch that size belongs to: a read
+    /// fills under that epoch, so that a change after this check drops what it
+    /// read (an item cut at the old size must not outlive an extension).
+    fn check(&self, idx: u32, meta: &fs::Metadata) -> (u64, u64) {
         let mut st = lock(&self.state);
         let now = stat_of(&st.files[idx as usize].rec.path, meta);
         let size = now.size;
@@ -353,7 +355,7 @@ impl Cache {
         if let Some(d) = &st.files[idx as usize].data {
             d.set_size(size);
         }
-        size
+        (size, st.files[idx as usize].epoch)
     }
 
     /// A change through the mount is about to happen: a change made outside the mount
@@ -509,8 +511,8 @@ struct Reader {
 
 impl FileReader for Reader {
     fn read_at(&self, file: &File, offset: u64, buf: &mut [u8], pid: u32) -> io::Result<usize> {
-        let size = self.cache.check(self.idx, &file.metadata()?);
-        self.cache.read(self.idx, size, offset, buf, pid)
+        let (size, epoch) = self.cache.check(self.idx, &file.metadata()?);
+        self.cache.read(self.idx, size, epoch, offset, buf, pid)
     }
 }
 

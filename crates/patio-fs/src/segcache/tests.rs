@@ -11,6 +11,9 @@ use std::collections::HashSet;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::time::Duration;
 
+#[path = "interleavings.rs"]
+mod interleavings;
+
 fn config(policy: Policy) -> CacheConfig {
     CacheConfig {
         policy,
