@@ -690,4 +690,189 @@ mod tests {
         assert!(c.is_empty());
         assert_eq!(c.stats().wasted, 199);
     }
+
+    /// Property test of fill/invalidate interleavings in the prefetch cache, against
+    /// a byte vector of the file: prefetches reserved at the file's current size,
+    /// started by a worker (bytes read from the file then) and completed later,
+    /// writes, truncations and extensions invalidating like the prefetch mount's
+    /// (`patio_fs::prefetch`: the range written; from the new size on), and reads
+    /// taking what the cache holds (waiting for started fills, reading what is
+    /// missing from the file), in the generated order. Every read must return the
+    /// file's current bytes: a fill overtaken by a change is never used.
+    mod interleavings {
+        use super::*;
+        use proptest::prelude::*;
+
+        const MAX_SIZE: u64 = 64 << 10;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            /// Prefetch `[at, at + len)` (what no entry covers, up to the size).
+            Issue {
+                at: u64,
+                len: u64,
+            },
+            /// A worker starts the `k`-th queued prefetch: reads its bytes now.
+            Start {
+                k: usize,
+            },
+            /// The `k`-th started prefetch completes (full length, or failed).
+            Finish {
+                k: usize,
+            },
+            Read {
+                at: u64,
+                len: u64,
+            },
+            Write {
+                at: u64,
+                len: u64,
+                seed: u8,
+            },
+            Resize {
+                size: u64,
+            },
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            let at = 0..MAX_SIZE + 4096;
+            prop_oneof![
+                3 => (at.clone(), 1..20_000u64).prop_map(|(at, len)| Op::Issue { at, len }),
+                3 => any::<usize>().prop_map(|k| Op::Start { k }),
+                3 => any::<usize>().prop_map(|k| Op::Finish { k }),
+                4 => (at.clone(), 1..20_000u64).prop_map(|(at, len)| Op::Read { at, len }),
+                2 => (at, 1..10_000u64, any::<u8>())
+                    .prop_map(|(at, len, seed)| Op::Write { at, len, seed }),
+                1 => (0..MAX_SIZE).prop_map(|size| Op::Resize { size }),
+            ]
+        }
+
+        /// The file's bytes in `[at, at + len)` that exist (a backend read).
+        fn read_file(file: &[u8], at: u64, len: u64) -> Vec<u8> {
+            let lo = (at as usize).min(file.len());
+            let hi = (at.saturating_add(len) as usize).min(file.len());
+            file[lo..hi].to_vec()
+        }
+
+        /// A worker's end of prefetch `r` with `got`, the bytes it read.
+        fn finish(c: &mut Cache, r: Reserved, got: Vec<u8>) {
+            if got.len() as u64 == r.len {
+                let data: Arc<[u8]> = got.into();
+                r.slot.finish(Ok(data.clone()));
+                c.complete(r.file, r.offset, r.id, Some(data));
+            } else {
+                r.slot
+                    .finish(Err(Arc::new(io::Error::other("file shrank"))));
+                c.complete(r.file, r.offset, r.id, None);
+            }
+        }
+
+        fn run(initial: Vec<u8>, ops: &[Op]) -> Result<(), TestCaseError> {
+            let mut file = initial;
+            let mut c = Cache::new(48 << 10);
+            let mut queued: Vec<Reserved> = Vec::new();
+            let mut started: Vec<(Reserved, Vec<u8>)> = Vec::new();
+            for (step, o) in ops.iter().enumerate() {
+                let size = file.len() as u64;
+                match *o {
+                    Op::Issue { at, len } => {
+                        let (lo, hi) = (at.min(size), at.saturating_add(len).min(size));
+                        for (g, glen) in c.gaps(0, lo, hi - lo) {
+                            match c.reserve(0, g, glen, None) {
+                                Some(r) => queued.push(r),
+                                None => break,
+                            }
+                        }
+                    }
+                    Op::Start { k } if !queued.is_empty() => {
+                        let r = queued.remove(k % queued.len());
+                        if r.slot.start() {
+                            let got = read_file(&file, r.offset, r.len);
+                            started.push((r, got));
+                        }
+                    }
+                    Op::Finish { k } if !started.is_empty() => {
+                        let (r, got) = started.remove(k % started.len());
+                        finish(&mut c, r, got);
+                    }
+                    Op::Read { at, len } => {
+                        let n = len.min(size.saturating_sub(at));
+                        let pieces = if n > 0 { c.take(0, at, n) } else { Vec::new() };
+                        let mut out = Vec::new();
+                        for p in pieces {
+                            match p {
+                                Piece::Ready { data, at, len } => {
+                                    out.extend_from_slice(&data[at..at + len])
+                                }
+                                Piece::Filling {
+                                    slot,
+                                    at: from,
+                                    len,
+                                } => {
+                                    // The reader waits: its worker completes now.
+                                    let i = started
+                                        .iter()
+                                        .position(|(r, _)| Arc::ptr_eq(&r.slot, &slot));
+                                    let i = i.expect("a filling piece was started");
+                                    let (r, got) = started.remove(i);
+                                    finish(&mut c, r, got);
+                                    match slot.wait() {
+                                        Ok(d) => out.extend_from_slice(&d[from..from + len]),
+                                        Err(_) => {
+                                            let o = at + out.len() as u64;
+                                            out.extend(read_file(&file, o, len as u64));
+                                        }
+                                    }
+                                }
+                                Piece::Missing { offset, len, .. } => {
+                                    out.extend(read_file(&file, offset, len))
+                                }
+                            }
+                        }
+                        let want = read_file(&file, at, n);
+                        prop_assert_eq!(out.len(), want.len(), "step {}: length", step);
+                        let bad = (0..want.len()).find(|&i| out[i] != want[i]);
+                        prop_assert!(
+                            bad.is_none(),
+                            "step {}: read {}+{} stale at {:?}",
+                            step,
+                            at,
+                            n,
+                            bad.map(|b| b as u64 + at)
+                        );
+                    }
+                    Op::Write { at, len, seed } => {
+                        let end = (at + len) as usize;
+                        if end > file.len() {
+                            file.resize(end, 0);
+                        }
+                        for (i, b) in file[at as usize..end].iter_mut().enumerate() {
+                            *b = seed.wrapping_add(i as u8);
+                        }
+                        c.invalidate(0, at, len);
+                    }
+                    Op::Resize { size } => {
+                        file.resize(size as usize, 0);
+                        c.invalidate(0, size, u64::MAX - size);
+                    }
+                    Op::Start { .. } | Op::Finish { .. } => {}
+                }
+                prop_assert!(c.stats().resident <= c.stats().budget, "budget");
+            }
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+            #[test]
+            fn prefetches_never_outlive_their_data(
+                initial in (0..MAX_SIZE, any::<u8>())
+                    .prop_map(|(n, s)| (0..n).map(|i| s.wrapping_add(i as u8)).collect()),
+                ops in proptest::collection::vec(op(), 1..80),
+            ) {
+                run(initial, &ops)?;
+            }
+        }
+    }
 }
