@@ -115,6 +115,33 @@ const BLOCK_SLACK: usize = 10;
 
 /// Encodes the `(offsets, lengths)` of every stream, in order.
 pub fn encode(streams: &[(&[u64], &[u64])], detector: &Detector, opts: &Options) -> Vec<u8> {
+    let set = encode_with(streams, detector, opts);
+    // Copies stored once cost their source column; where the copies and their
+    // originals share a block, its entropy coder may repeat them for less: the
+    // smaller of the two.
+    if opts.dedup && set.copies {
+        let plain = encode_with(
+            streams,
+            detector,
+            &Options {
+                dedup: false,
+                ..*opts
+            },
+        );
+        if plain.bytes.len() < set.bytes.len() {
+            return plain.bytes;
+        }
+    }
+    set.bytes
+}
+
+/// A set as written, and whether it stores some stream as a copy of another.
+struct Encoded {
+    bytes: Vec<u8>,
+    copies: bool,
+}
+
+fn encode_with(streams: &[(&[u64], &[u64])], detector: &Detector, opts: &Options) -> Encoded {
     let mut first_copy: HashMap<(&[u64], &[u64]), usize> = HashMap::new();
     let mut source = Vec::with_capacity(streams.len());
     let mut stored: Vec<usize> = Vec::new();
@@ -159,8 +186,11 @@ pub fn encode(streams: &[(&[u64], &[u64])], detector: &Detector, opts: &Options)
             0 => vec![Vec::new()],
             _ => block_forms(&views(&whole), detector, opts, false),
         };
-        if let Some(set) = setindex::write_one_block(&columns, &forms, detector, opts.effort) {
-            return set;
+        if let Some(bytes) = setindex::write_one_block(&columns, &forms, detector, opts.effort) {
+            return Encoded {
+                bytes,
+                copies: stored.len() < streams.len(),
+            };
         }
     }
 
@@ -212,7 +242,10 @@ pub fn encode(streams: &[(&[u64], &[u64])], detector: &Detector, opts: &Options)
             Written { packed, lo, hi }
         })
         .collect();
-    setindex::write_blocks(&columns, per_block, &written, ranges, detector, opts.effort)
+    Encoded {
+        bytes: setindex::write_blocks(&columns, per_block, &written, ranges, detector, opts.effort),
+        copies: stored.len() < streams.len(),
+    }
 }
 
 /// The most requests per block such that any run of that many stored requests fits a

@@ -238,7 +238,7 @@ pub fn read(bytes: &[u8]) -> Result<Index<'_>> {
     let len = c.count(c.remaining(), "index byte")?;
     let at = c.position();
     let stored = c.take(len)?;
-    if crc32c(&bytes[HEAD..c.position()]) != crc {
+    if checksum(head, &bytes[HEAD..c.position()]) != crc {
         return Err(CoreError::corrupt(1, "stream set index checksum mismatch"));
     }
     let index = match raw_len {
@@ -318,7 +318,13 @@ fn locate(blocks: &mut [BlockEntry], start: usize, end: usize) -> Result<()> {
 /// A version 2 set without a block table: with the `CODED` flag `u8 codec` and
 /// `uvar raw_length`, then the unit (index and the one block's raw bytes), all under the CRC32C.
 fn read_one_block(bytes: &[u8], head: u8, crc: u32) -> Result<Index<'_>> {
-    if crc32c(&bytes[HEAD..]) != crc {
+    if head & RANGES != 0 {
+        return Err(CoreError::corrupt(
+            0,
+            "offset ranges flagged on a set without a table",
+        ));
+    }
+    if checksum(head, &bytes[HEAD..]) != crc {
         return Err(CoreError::corrupt(1, "stream set checksum mismatch"));
     }
     let mut c = Cursor::with_base(&bytes[HEAD..], HEAD);
@@ -560,8 +566,14 @@ pub fn write_blocks(
     out
 }
 
-/// Writes the CRC32C of everything after the head and checksum into the checksum.
+/// Writes the CRC32C of the head and of everything after the checksum into the
+/// checksum.
 fn seal(out: &mut [u8]) {
-    let crc = crc32c(&out[HEAD..]);
+    let crc = checksum(out[0], &out[HEAD..]);
     out[1..HEAD].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// The set's CRC32C: of the head byte followed by `covered`.
+fn checksum(head: u8, covered: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c(&[head]), covered)
 }
