@@ -8,13 +8,16 @@ are kept as the model."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from patio._binary import patio_binary
 from test_mount_cache import CacheMount
 from test_mount_prefetch import PrefetchMount
 from test_mount_trace import scratch, started
@@ -79,3 +82,24 @@ def test_reads_racing_an_extending_write_neither_fail_nor_stop_short(
     m.stop()
 
 
+
+
+# fsx's shape (xfstests' fsx is not packaged here): one process, one descriptor kept
+# open, random writes, reads, truncations, copies and fallocate on one file, the size
+# checked after every operation and every read against a byte model — 30,000 operations
+# with the seed numbers of the runs that failed (`fsx -N 30000 -S 3` on the cache mount).
+FSX_SHAPE = ("--procs", "1", "--threads", "1", "--files", "1", "--skip", "reopen",
+             "--size-checks", "--ops", "30000")
+
+
+@pytest.mark.parametrize("kind", sorted(MOUNTS))
+def test_fsx_shaped_runs_match_the_model(mount: Any, kind: str) -> None:
+    seed = 3
+    m = mount(kind)
+    done = subprocess.run([patio_binary(), "bench", "stress", str(m.mnt), "--json",
+                           "--seed", str(seed), *FSX_SHAPE],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["mismatches"] == 0, report["mismatch"]
+    assert report["ops"] == 30000
