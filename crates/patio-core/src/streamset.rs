@@ -112,15 +112,22 @@ struct Skeleton {
 }
 
 impl Skeleton {
-    fn slots(&self) -> usize {
+    /// Values its bones leave open. Version 2 stores each sequence's first value only
+    /// implicitly: relative to the stream's first offset and length (or as gaps), it is
+    /// always 0.
+    fn slots(&self, columns: Columns) -> usize {
         let count = |bones: &[Bone]| -> usize {
-            bones
+            let open: usize = bones
                 .iter()
                 .map(|b| match b {
                     Bone::Node(form) => 1 + form.slots(),
                     Bone::Literal(n) => *n,
                 })
-                .sum()
+                .sum();
+            match columns {
+                Columns::Counted => open.saturating_sub(1),
+                Columns::Sequences => open,
+            }
         };
         count(&self.positions) + count(&self.lengths)
     }
@@ -148,13 +155,19 @@ fn split(pieces: &[Piece], bones: &mut Vec<Bone>, params: &mut Vec<i64>) {
 /// `out` (cleared first).
 fn join(
     bones: &[Bone],
+    columns: Columns,
     params: &mut impl Iterator<Item = i64>,
     budget: &mut u64,
     at: usize,
     out: &mut Vec<i64>,
 ) -> Result<()> {
     out.clear();
+    // Version 2 leaves out the first value (always 0).
+    let mut implied = columns == Columns::Counted && !bones.is_empty();
     let mut next = || {
+        if std::mem::take(&mut implied) {
+            return Ok(0);
+        }
         params
             .next()
             .ok_or_else(|| CoreError::corrupt(at, "parameter matrix too short"))
@@ -226,11 +239,20 @@ fn dissect(offsets: &[u64], lengths: &[u64], detector: &Detector) -> (Skeleton, 
         lengths: Vec::new(),
     };
     let mut params = Vec::new();
+    // Each sequence's first value is 0 (relative to the first offset or length, or
+    // the first gap): not stored.
     split(positions.pieces(), &mut skeleton.positions, &mut params);
+    if !params.is_empty() {
+        debug_assert_eq!(params[0], 0);
+        params.remove(0);
+    }
     // Every length the first one (most streams): no length bones at all.
     if lengths.iter().any(|&l| l != first_len) {
         let lengths = PatternSeq::build(&relative(lengths, first_len), detector);
+        let first = params.len();
         split(lengths.pieces(), &mut skeleton.lengths, &mut params);
+        debug_assert_eq!(params[first], 0);
+        params.remove(first);
     }
     (skeleton, params)
 }
@@ -347,10 +369,10 @@ pub fn encode_streams(
                     }) as i64
                 })
                 .collect();
-            let mut matrix: Vec<i64> = (0..s.slots())
+            let mut matrix: Vec<i64> = (0..s.slots(Columns::Counted))
                 .flat_map(|slot| distinct.iter().map(move |r| r[slot]))
                 .collect();
-            let predicted = predictions(&matrix, distinct.len(), s.slots());
+            let predicted = predictions(&matrix, distinct.len(), s.slots(Columns::Counted));
             apply(&mut matrix, distinct.len(), &predicted, true);
             (row_ids, matrix, predicted)
         })
@@ -589,7 +611,7 @@ pub fn decode_streams_into(
         };
         predicted.push(match byte & PREDICTED {
             0 => Vec::new(),
-            _ => get_predictions(&mut c, skeleton.slots())?,
+            _ => get_predictions(&mut c, skeleton.slots(columns))?,
         });
         skeletons.push(skeleton);
     }
@@ -627,13 +649,14 @@ pub fn decode_streams_into(
             .iter()
             .max()
             .map_or(0, |&m| (m as u64).saturating_add(1));
-        let mut values = next(&mut c, rows.saturating_mul(s.slots() as u64), max_params)?;
-        let distinct = if s.slots() == 0 {
+        let slots = s.slots(columns);
+        let mut values = next(&mut c, rows.saturating_mul(slots as u64), max_params)?;
+        let distinct = if slots == 0 {
             row_ids.iter().max().map_or(0, |&m| m as usize + 1)
         } else {
-            values.len() / s.slots()
+            values.len() / slots
         };
-        if distinct * s.slots() != values.len()
+        if distinct * slots != values.len()
             || row_ids.iter().any(|&r| r < 0 || r as usize >= distinct)
         {
             return Err(c.error("parameter matrix does not match its row-index column"));
@@ -652,7 +675,11 @@ pub fn decode_streams_into(
     let mut uses: Vec<Vec<u32>> = matrices
         .iter()
         .zip(&skeletons)
-        .map(|((_, _, distinct), s)| vec![0; if s.slots() == 0 { 0 } else { *distinct }])
+        .map(|((_, _, distinct), s)| {
+            // Streams that rebuild nothing (no bones) need no table.
+            let empty = s.positions.is_empty() && s.lengths.is_empty();
+            vec![0; if empty { 0 } else { *distinct }]
+        })
         .collect();
     for (id, (row_ids, _, _)) in matrices.iter().enumerate() {
         for &r in row_ids.as_slice() {
@@ -682,15 +709,29 @@ pub fn decode_streams_into(
                 (p, l)
             }
             _ => {
-                let mut params = (0..s.slots()).map(|slot| values[slot * *distinct + row]);
-                join(&s.positions, &mut params, &mut budget, at, &mut positions)?;
+                let mut params = (0..s.slots(columns)).map(|slot| values[slot * *distinct + row]);
+                join(
+                    &s.positions,
+                    columns,
+                    &mut params,
+                    &mut budget,
+                    at,
+                    &mut positions,
+                )?;
                 if s.lengths.is_empty() && columns == Columns::Counted {
                     // No length bones: every length is the first.
                     rel_lengths.clear();
                     rel_lengths.resize(positions.len(), 0);
                     budget = budget.saturating_sub(positions.len() as u64);
                 } else {
-                    join(&s.lengths, &mut params, &mut budget, at, &mut rel_lengths)?;
+                    join(
+                        &s.lengths,
+                        columns,
+                        &mut params,
+                        &mut budget,
+                        at,
+                        &mut rel_lengths,
+                    )?;
                 }
                 if positions.len() != rel_lengths.len() {
                     return Err(CoreError::corrupt(
