@@ -6,8 +6,8 @@
 
 use patio_container::{flatten, Reader, Writer};
 use patio_core::trace::{Op, Stream, StreamKey, Trace};
-use patio_storage::striped::Striping;
 use patio_reorg::{apply, plan, PlanOptions, ReorgError, SelectOptions};
+use patio_storage::striped::Striping;
 use proptest::prelude::*;
 use std::path::Path;
 
