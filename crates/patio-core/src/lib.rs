@@ -30,6 +30,7 @@ pub mod literal;
 pub mod map;
 pub mod online;
 pub mod persist;
+pub mod predict;
 pub mod ptrace;
 pub mod records;
 pub mod seqcodec;

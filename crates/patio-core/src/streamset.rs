@@ -26,6 +26,7 @@
 use crate::codec::{put_uvarint, Cursor};
 use crate::detect::Detector;
 use crate::error::{CoreError, Result};
+use crate::predict::{apply, get_predictions, predictions, put_predictions, Prediction};
 use crate::seqcodec::{checked_node, encode_seq, SeqDecoder, SeqEncoder};
 use crate::tree::{Body, PatternSeq, Piece};
 use crate::unit::Shape;
@@ -389,16 +390,7 @@ pub fn encode_streams(
         put_bones(&s.positions, &mut buf);
         put_bones(&s.lengths, &mut buf);
         if !predicted.is_empty() {
-            put_uvarint(&mut buf, predicted.len() as u64);
-            let mut next = 0;
-            for p in predicted {
-                put_uvarint(&mut buf, (p.slot - next) as u64);
-                put_uvarint(
-                    &mut buf,
-                    ((p.slot - 1 - p.from) as u64) << 1 | u64::from(p.plus),
-                );
-                next = p.slot + 1;
-            }
+            put_predictions(predicted, &mut buf);
         }
     }
     for column in [skeleton_ids, first_offsets, first_lengths] {
@@ -409,97 +401,6 @@ pub fn encode_streams(
         enc.encode_column(matrix, detector, &mut buf);
     }
     buf
-}
-
-/// A slot of a parameter matrix stored as its difference from an earlier slot of the
-/// same row (or its sum with it, `plus`): where that is one value for every row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Prediction {
-    slot: usize,
-    from: usize,
-    plus: bool,
-}
-
-/// How far back a slot looks for the slot that predicts it.
-const PREDICTION_REACH: usize = 32;
-
-/// The slots of a column-major matrix of `rows` rows that an earlier, varying slot
-/// predicts exactly, in slot order.
-fn predictions(matrix: &[i64], rows: usize, slots: usize) -> Vec<Prediction> {
-    if rows < 2 {
-        return Vec::new();
-    }
-    let column = |j: usize| &matrix[j * rows..(j + 1) * rows];
-    let varies = |j: usize| column(j).iter().any(|&v| v != column(j)[0]);
-    let mut out = Vec::new();
-    for slot in (0..slots).filter(|&j| varies(j)) {
-        for from in (slot.saturating_sub(PREDICTION_REACH)..slot).filter(|&i| varies(i)) {
-            let pairs = || column(slot).iter().zip(column(from));
-            let plus = if constant(pairs().map(|(a, b)| a.wrapping_sub(*b))) {
-                false
-            } else if constant(pairs().map(|(a, b)| a.wrapping_add(*b))) {
-                true
-            } else {
-                continue;
-            };
-            out.push(Prediction { slot, from, plus });
-            break;
-        }
-    }
-    out
-}
-
-/// Whether every value is the same.
-fn constant(mut values: impl Iterator<Item = i64>) -> bool {
-    let first = values.next();
-    values.all(|v| Some(v) == first)
-}
-
-/// Replaces predicted slots by their differences (`encode`) or back (decode). The
-/// encoder goes from the last slot back, so every slot predicts from original values;
-/// the decoder from the first on, so every slot it predicts from is restored.
-fn apply(matrix: &mut [i64], rows: usize, predicted: &[Prediction], encode: bool) {
-    let mut each = |p: &Prediction| {
-        for r in 0..rows {
-            let from = matrix[p.from * rows + r];
-            let v = &mut matrix[p.slot * rows + r];
-            *v = match (p.plus, encode) {
-                (false, true) | (true, false) => v.wrapping_sub(from),
-                (false, false) | (true, true) => v.wrapping_add(from),
-            };
-        }
-    };
-    if encode {
-        predicted.iter().rev().for_each(&mut each);
-    } else {
-        predicted.iter().for_each(each);
-    }
-}
-
-/// Reads the predictions of a skeleton of `slots` slots.
-fn get_predictions(c: &mut Cursor, slots: usize) -> Result<Vec<Prediction>> {
-    let n = c.count(slots, "prediction")?;
-    let mut out = Vec::with_capacity(n);
-    let mut next = 0u64;
-    for _ in 0..n {
-        let at = c.position();
-        let slot = next.saturating_add(c.uvarint()?);
-        let x = c.uvarint()?;
-        let back = (x >> 1).saturating_add(1);
-        if slot >= slots as u64 || back > slot {
-            return Err(CoreError::corrupt(
-                at,
-                "prediction outside the parameter row",
-            ));
-        }
-        out.push(Prediction {
-            slot: slot as usize,
-            from: (slot - back) as usize,
-            plus: x & 1 == 1,
-        });
-        next = slot + 1;
-    }
-    Ok(out)
 }
 
 /// How the columns of a pattern-form block are written: stream sets of version 1
@@ -651,11 +552,10 @@ pub fn decode_streams_into(
             .map_or(0, |&m| (m as u64).saturating_add(1));
         let slots = s.slots(columns);
         let mut values = next(&mut c, rows.saturating_mul(slots as u64), max_params)?;
-        let distinct = if slots == 0 {
-            row_ids.iter().max().map_or(0, |&m| m as usize + 1)
-        } else {
-            values.len() / slots
-        };
+        let distinct = values
+            .len()
+            .checked_div(slots)
+            .unwrap_or_else(|| row_ids.iter().max().map_or(0, |&m| m as usize + 1));
         if distinct * slots != values.len()
             || row_ids.iter().any(|&r| r < 0 || r as usize >= distinct)
         {
