@@ -7,7 +7,9 @@ analysis workload read through h5py and through ``patio.h5`` in one run.
   not seen before (pricing every eligible copy through the layout core), and
   ``repeat_us``, what ``patio.h5`` spends before reading a selection it has seen (the
   source's version check, the key of the index arguments, the remembered decision).
-  Medians of repeated timings; ``blocks`` is the size of the selection's description.
+  Medians of repeated timings; ``blocks`` is the size of the selection's description,
+  ``replicas`` how many replicas the decision weighs (each concatenated one adds a
+  candidate, a split one pricing the rest of the original).
 * ``md`` - a synthetic trajectory, positions ``(frames, atoms, 3)`` float32 chunked one
   frame per chunk, read as MD analysis tools read it: an atom selection (a sorted fancy
   index of a tenth of the atoms) across all frames, a quarter of the atoms' x
@@ -124,6 +126,7 @@ def decision_overhead(path: str, frames: int, atoms: int) -> list[dict[str, Any]
                 session.decider(d._d)
                 memo.get(_args_key(args))
             rows.append({"selection": name, "blocks": int(sel.native().nblocks()),
+                         "replicas": len(decider.replicas) if decider is not None else 0,
                          "first_us": first, "repeat_us": _median_us(repeat, 200)})
     return rows
 
