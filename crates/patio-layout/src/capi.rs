@@ -42,9 +42,13 @@ fn layout_err(e: LayoutError) -> i32 {
     fail(PATIO_EINVAL, e.to_string())
 }
 
-/// Runs `f`, turning a panic into `PATIO_EINTERNAL`.
-fn guarded(f: impl FnOnce() -> i32) -> i32 {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| fail(PATIO_EINTERNAL, "internal error"))
+/// Runs `f`: `PATIO_OK`, the code of its failure, or `PATIO_EINTERNAL` for a panic.
+fn guarded(f: impl FnOnce() -> Result<(), i32>) -> i32 {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => PATIO_OK,
+        Ok(Err(code)) => code,
+        Err(_) => fail(PATIO_EINTERNAL, "internal error"),
+    }
 }
 
 /// A slice from a C pointer and length (`len == 0` allows null).
@@ -81,19 +85,12 @@ pub unsafe extern "C" fn patio_layout_contiguous(
 ) -> i32 {
     guarded(|| {
         if out.is_null() {
-            return fail(PATIO_ENULL, "out is null");
+            return Err(fail(PATIO_ENULL, "out is null"));
         }
-        let shape = match slice(shape, rank as usize, "shape") {
-            Ok(s) => s,
-            Err(c) => return c,
-        };
-        match Layout::contiguous(shape, itemsize, base) {
-            Ok(l) => {
-                *out = Box::into_raw(Box::new(PatioLayout(l)));
-                PATIO_OK
-            }
-            Err(e) => layout_err(e),
-        }
+        let shape = slice(shape, rank as usize, "shape")?;
+        let l = Layout::contiguous(shape, itemsize, base).map_err(layout_err)?;
+        *out = Box::into_raw(Box::new(PatioLayout(l)));
+        Ok(())
     })
 }
 
@@ -114,30 +111,19 @@ pub unsafe extern "C" fn patio_layout_chunked(
 ) -> i32 {
     guarded(|| {
         if out.is_null() {
-            return fail(PATIO_ENULL, "out is null");
+            return Err(fail(PATIO_ENULL, "out is null"));
         }
-        let parts = (|| {
-            let shape = slice(shape, rank as usize, "shape")?;
-            let chunk = slice(chunk, rank as usize, "chunk")?;
-            let addresses = slice(addresses, nchunks as usize, "addresses")?;
-            let stored = if stored.is_null() {
-                None
-            } else {
-                Some(slice(stored, nchunks as usize, "stored")?)
-            };
-            Ok((shape, chunk, addresses, stored))
-        })();
-        let (shape, chunk, addresses, stored) = match parts {
-            Ok(p) => p,
-            Err(c) => return c,
+        let shape = slice(shape, rank as usize, "shape")?;
+        let chunk = slice(chunk, rank as usize, "chunk")?;
+        let addresses = slice(addresses, nchunks as usize, "addresses")?;
+        let stored = if stored.is_null() {
+            None
+        } else {
+            Some(slice(stored, nchunks as usize, "stored")?)
         };
-        match Layout::chunked(shape, itemsize, chunk, addresses, stored) {
-            Ok(l) => {
-                *out = Box::into_raw(Box::new(PatioLayout(l)));
-                PATIO_OK
-            }
-            Err(e) => layout_err(e),
-        }
+        let l = Layout::chunked(shape, itemsize, chunk, addresses, stored).map_err(layout_err)?;
+        *out = Box::into_raw(Box::new(PatioLayout(l)));
+        Ok(())
     })
 }
 
@@ -174,6 +160,11 @@ unsafe fn handle<'a, T>(p: *const T, what: &str) -> Result<&'a T, i32> {
         .ok_or_else(|| fail(PATIO_ENULL, format!("{what} is null")))
 }
 
+unsafe fn handle_mut<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, i32> {
+    p.as_mut()
+        .ok_or_else(|| fail(PATIO_ENULL, format!("{what} is null")))
+}
+
 /// The byte extents of the hyperslabs under `layout`, in buffer order, consecutive
 /// ones merged: up to `cap` written to `offsets`/`lengths`, the count to `n`
 /// (`PATIO_ERANGE` when `cap` is too small: `n` is the count needed).
@@ -192,36 +183,33 @@ pub unsafe extern "C" fn patio_layout_flatten(
     n: *mut u64,
 ) -> i32 {
     guarded(|| {
-        let run = || -> Result<i32, i32> {
-            let l = handle(layout, "layout")?;
-            let out_n = n.as_mut().ok_or_else(|| fail(PATIO_ENULL, "n is null"))?;
-            let sel = hyperslabs(rank, nslabs, slabs)?;
-            let f = flatten(&l.0, &sel).map_err(layout_err)?;
-            *out_n = f.extents.len() as u64;
-            if f.extents.len() as u64 > cap {
-                return Err(fail(
-                    PATIO_ERANGE,
-                    format!("{} extents, room for {cap}", f.extents.len()),
-                ));
-            }
-            if !f.extents.is_empty() && (offsets.is_null() || lengths.is_null()) {
-                return Err(fail(PATIO_ENULL, "offsets or lengths is null"));
-            }
-            for (i, &(o, len)) in f.extents.iter().enumerate() {
-                *offsets.add(i) = o;
-                *lengths.add(i) = len;
-            }
-            Ok(PATIO_OK)
-        };
-        run().unwrap_or_else(|c| c)
+        let l = handle(layout, "layout")?;
+        let out_n = n.as_mut().ok_or_else(|| fail(PATIO_ENULL, "n is null"))?;
+        let sel = hyperslabs(rank, nslabs, slabs)?;
+        let f = flatten(&l.0, &sel).map_err(layout_err)?;
+        *out_n = f.extents.len() as u64;
+        if f.extents.len() as u64 > cap {
+            return Err(fail(
+                PATIO_ERANGE,
+                format!("{} extents, room for {cap}", f.extents.len()),
+            ));
+        }
+        if !f.extents.is_empty() && (offsets.is_null() || lengths.is_null()) {
+            return Err(fail(PATIO_ENULL, "offsets or lengths is null"));
+        }
+        for (i, &(o, len)) in f.extents.iter().enumerate() {
+            *offsets.add(i) = o;
+            *lengths.add(i) = len;
+        }
+        Ok(())
     })
 }
 
-fn model_of(preset: *const c_char) -> Result<Striping, i32> {
+unsafe fn model_of(preset: *const c_char) -> Result<Striping, i32> {
     if preset.is_null() {
         return Err(fail(PATIO_ENULL, "store preset is null"));
     }
-    let name = unsafe { CStr::from_ptr(preset) }
+    let name = CStr::from_ptr(preset)
         .to_str()
         .map_err(|_| fail(PATIO_EINVAL, "store preset is not UTF-8"))?;
     Striping::by_name(name).map_err(|e| fail(PATIO_EINVAL, e.to_string()))
@@ -260,18 +248,15 @@ pub unsafe extern "C" fn patio_layout_price(
     seconds: *mut f64,
 ) -> i32 {
     guarded(|| {
-        let run = || -> Result<i32, i32> {
-            let l = handle(layout, "layout")?;
-            let out = seconds
-                .as_mut()
-                .ok_or_else(|| fail(PATIO_ENULL, "seconds is null"))?;
-            let model = model_of(preset)?;
-            let c = consts_of(consts)?;
-            let sel = hyperslabs(rank, nslabs, slabs)?;
-            *out = price_selection(&model, &c, &l.0, &sel).map_err(layout_err)?;
-            Ok(PATIO_OK)
-        };
-        run().unwrap_or_else(|c| c)
+        let l = handle(layout, "layout")?;
+        let out = seconds
+            .as_mut()
+            .ok_or_else(|| fail(PATIO_ENULL, "seconds is null"))?;
+        let model = model_of(preset)?;
+        let c = consts_of(consts)?;
+        let sel = hyperslabs(rank, nslabs, slabs)?;
+        *out = price_selection(&model, &c, &l.0, &sel).map_err(layout_err)?;
+        Ok(())
     })
 }
 
@@ -291,25 +276,22 @@ pub unsafe extern "C" fn patio_decider_new(
     out: *mut *mut PatioDecider,
 ) -> i32 {
     guarded(|| {
-        let run = || -> Result<i32, i32> {
-            let o = handle(original, "original")?;
-            if out.is_null() {
-                return Err(fail(PATIO_ENULL, "out is null"));
-            }
-            let mut reps = Vec::new();
-            for (i, &p) in slice(full, nfull as usize, "full")?.iter().enumerate() {
-                let l = handle(p, &format!("full[{i}]"))?;
-                reps.push(Replica {
-                    layout: l.0.clone(),
-                    holds: Holds::Everything,
-                });
-            }
-            let d = Decider::new(o.0.clone(), reps, model_of(preset)?, consts_of(consts)?)
-                .map_err(layout_err)?;
-            *out = Box::into_raw(Box::new(PatioDecider(d)));
-            Ok(PATIO_OK)
-        };
-        run().unwrap_or_else(|c| c)
+        let o = handle(original, "original")?;
+        if out.is_null() {
+            return Err(fail(PATIO_ENULL, "out is null"));
+        }
+        let mut reps = Vec::new();
+        for (i, &p) in slice(full, nfull as usize, "full")?.iter().enumerate() {
+            let l = handle(p, &format!("full[{i}]"))?;
+            reps.push(Replica {
+                layout: l.0.clone(),
+                holds: Holds::Everything,
+            });
+        }
+        let d = Decider::new(o.0.clone(), reps, model_of(preset)?, consts_of(consts)?)
+            .map_err(layout_err)?;
+        *out = Box::into_raw(Box::new(PatioDecider(d)));
+        Ok(())
     })
 }
 
@@ -326,23 +308,18 @@ pub unsafe extern "C" fn patio_decider_add_transposed(
     perm: *const u32,
 ) -> i32 {
     guarded(|| {
-        let run = || -> Result<i32, i32> {
-            let d = decider
-                .as_mut()
-                .ok_or_else(|| fail(PATIO_ENULL, "decider is null"))?;
-            let l = handle(layout, "layout")?;
-            let perm: Vec<usize> = slice(perm, rank as usize, "perm")?
-                .iter()
-                .map(|&a| a as usize)
-                .collect();
-            d.0.add_replica(Replica {
-                layout: l.0.clone(),
-                holds: Holds::Transposed { perm },
-            })
-            .map_err(layout_err)?;
-            Ok(PATIO_OK)
-        };
-        run().unwrap_or_else(|c| c)
+        let d = handle_mut(decider, "decider")?;
+        let l = handle(layout, "layout")?;
+        let perm: Vec<usize> = slice(perm, rank as usize, "perm")?
+            .iter()
+            .map(|&a| a as usize)
+            .collect();
+        d.0.add_replica(Replica {
+            layout: l.0.clone(),
+            holds: Holds::Transposed { perm },
+        })
+        .map_err(layout_err)?;
+        Ok(())
     })
 }
 
@@ -374,23 +351,18 @@ pub unsafe extern "C" fn patio_decider_choose(
     saved: *mut f64,
 ) -> i32 {
     guarded(|| {
-        let run = || -> Result<i32, i32> {
-            let d = decider
-                .as_mut()
-                .ok_or_else(|| fail(PATIO_ENULL, "decider is null"))?;
-            if replica.is_null() || seconds.is_null() || saved.is_null() {
-                return Err(fail(PATIO_ENULL, "an output pointer is null"));
-            }
-            let sel = hyperslabs(rank, nslabs, slabs)?;
-            let (c, s) = d.0.choose(&sel).map_err(layout_err)?;
-            *replica = match c.plan {
-                Plan::Whole(i) => i as i64,
-                _ => -1,
-            };
-            *seconds = c.seconds;
-            *saved = s;
-            Ok(PATIO_OK)
+        let d = handle_mut(decider, "decider")?;
+        if replica.is_null() || seconds.is_null() || saved.is_null() {
+            return Err(fail(PATIO_ENULL, "an output pointer is null"));
+        }
+        let sel = hyperslabs(rank, nslabs, slabs)?;
+        let (c, s) = d.0.choose(&sel).map_err(layout_err)?;
+        *replica = match c.plan {
+            Plan::Whole(i) => i as i64,
+            _ => -1,
         };
-        run().unwrap_or_else(|c| c)
+        *seconds = c.seconds;
+        *saved = s;
+        Ok(())
     })
 }
