@@ -4,6 +4,7 @@
 //! `O(blocks)`, never per index.
 
 use crate::selection::{Axis, Grid, Selection};
+use std::borrow::Cow;
 
 /// `a ∩ b`.
 pub fn intersect(a: &Axis, b: &Axis) -> Axis {
@@ -127,6 +128,21 @@ pub fn product_axes(sel: &Selection, rank: usize) -> Option<Vec<Axis>> {
             (product == sel.nelements()).then_some(axes)
         }
     }
+}
+
+/// `sel` in the form it is priced and decided in, with its product axes: a union of
+/// grids that forms a product (h5py's fancy indexing) becomes the one grid it equals —
+/// the same elements, so the same plans and prices, flattened with pages joined across
+/// its blocks.
+pub fn priced_form(sel: &Selection, rank: usize) -> (Cow<'_, Selection>, Option<Vec<Axis>>) {
+    let axes = product_axes(sel, rank);
+    let form = match (&axes, sel) {
+        (Some(a), Selection::Grids(gs)) if gs.len() > 1 => {
+            Cow::Owned(Selection::grid(Grid { axes: a.clone() }))
+        }
+        _ => Cow::Borrowed(sel),
+    };
+    (form, axes)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 //!   axis but one are combined, greedily (the replica holding most of what is still
 //!   missing first), with the original for what none holds.
 
-use crate::axes::{contains, intersect, positions, product_axes, subtract};
+use crate::axes::{contains, intersect, positions, priced_form, subtract};
 use crate::error::{LayoutError, Result};
 use crate::layout::Layout;
 use crate::price::{price_selection, Constants};
@@ -179,19 +179,11 @@ impl Decider {
         })
     }
 
-    /// `sel` in the form its parts are priced and remembered in: a union of grids that
-    /// is a product (h5py's fancy indexing) becomes the one grid it equals — the same
-    /// elements, so the same plans and prices — and the product's axes.
+    /// `sel` checked and in its priced form ([`priced_form`]), with its product axes.
     fn request_form(&self, sel: &Selection) -> Result<(Selection, Option<Vec<Axis>>)> {
         sel.check(&self.original.shape)?;
-        let axes = product_axes(sel, self.original.rank());
-        let request = match (&axes, sel) {
-            (Some(a), Selection::Grids(gs)) if gs.len() > 1 => {
-                Selection::grid(Grid { axes: a.clone() })
-            }
-            _ => sel.clone(),
-        };
-        Ok((request, axes))
+        let (form, axes) = priced_form(sel, self.original.rank());
+        Ok((form.into_owned(), axes))
     }
 
     /// Every eligible candidate, the original first. The parts that read the request

@@ -10,12 +10,13 @@
 //! come from [`patio_storage::Striping::page_counts`], summed over the clients that read
 //! at the same time. A read that touches no page costs nothing.
 
-use crate::axes::product_axes;
+use crate::axes::priced_form;
 use crate::error::{LayoutError, Result};
 use crate::flatten::{flatten_pages, Flat};
 use crate::layout::Layout;
-use crate::selection::{Grid, Selection};
+use crate::selection::Selection;
 use patio_storage::Striping;
+use std::borrow::Cow;
 
 /// eq 3.1's constants in seconds: per page, per run, per read, per decompressed byte.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -60,18 +61,15 @@ pub fn price_selection(
     layout: &Layout,
     sel: &Selection,
 ) -> Result<f64> {
-    // A union of grids that is a product (h5py's fancy indexing) is priced as the one
-    // grid it equals: the same bytes, flattened with pages joined across its blocks.
-    if let Selection::Grids(gs) = sel {
-        if gs.len() > 1 {
+    // Only a union of grids can differ from its priced form (a single grid would only
+    // be copied).
+    let form = match sel {
+        Selection::Grids(gs) if gs.len() > 1 => {
             sel.check(&layout.shape)?;
-            if let Some(axes) = product_axes(sel, layout.rank()) {
-                let one = Selection::grid(Grid { axes });
-                let f = flatten_pages(layout, &one, model.page_size)?;
-                return price(model, c, &[&f]);
-            }
+            priced_form(sel, layout.rank()).0
         }
-    }
-    let f = flatten_pages(layout, sel, model.page_size)?;
+        _ => Cow::Borrowed(sel),
+    };
+    let f = flatten_pages(layout, &form, model.page_size)?;
     price(model, c, &[&f])
 }
