@@ -20,6 +20,18 @@ fn err(e: LayoutError) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
 
+/// Per-axis sorted, duplicate-free index sets (integer columns) as block lists;
+/// `what` names an axis in errors (`"{what} {j} indices"`).
+fn axes_of(sets: &[Bound<'_, PyAny>], what: &str) -> PyResult<Vec<Axis>> {
+    sets.iter()
+        .enumerate()
+        .map(|(j, a)| {
+            let v: Vec<u64> = int_column(a, &format!("{what} {j} indices"))?;
+            Axis::from_sorted_indices(&v).map_err(err)
+        })
+        .collect()
+}
+
 /// A selection of an array of rank `rank`.
 #[pyclass(module = "patio._native", name = "LayoutSelection", frozen)]
 pub struct PySelection {
@@ -60,14 +72,7 @@ impl PySelection {
     /// The Cartesian product of per-axis sorted, duplicate-free index sets.
     #[staticmethod]
     fn product(axes: Vec<Bound<'_, PyAny>>) -> PyResult<Self> {
-        let axes = axes
-            .iter()
-            .enumerate()
-            .map(|(j, a)| {
-                let v: Vec<u64> = int_column(a, &format!("axis {j} indices"))?;
-                Axis::from_sorted_indices(&v).map_err(err)
-            })
-            .collect::<PyResult<Vec<_>>>()?;
+        let axes = axes_of(&axes, "axis")?;
         Ok(PySelection {
             inner: Selection::grid(Grid { axes }),
         })
@@ -242,14 +247,7 @@ fn holds_of(obj: &Bound<'_, PyAny>) -> PyResult<Holds> {
         },
         "product" => {
             let sets: Vec<Bound<'_, PyAny>> = t.get_item(1)?.extract()?;
-            let sets = sets
-                .iter()
-                .enumerate()
-                .map(|(j, a)| {
-                    let v: Vec<u64> = int_column(a, &format!("replica axis {j} indices"))?;
-                    Axis::from_sorted_indices(&v).map_err(err)
-                })
-                .collect::<PyResult<Vec<_>>>()?;
+            let sets = axes_of(&sets, "replica axis")?;
             Holds::Product {
                 sets,
                 perm: t.get_item(2)?.extract()?,
