@@ -22,16 +22,21 @@ import numpy as np
 
 from .flatten import Extents
 
+#: Seconds per byte decompressed from a deflate-filtered chunk when not probed: zlib
+#: inflates ~300 MB/s per core on current x86 servers; ``patio layout probe`` measures it.
+DEFAULT_T_DEC = 1.0 / 300e6
+
 
 @dataclass(frozen=True)
 class Constants:
     """eq 3.1's constants in seconds: per page, per non-contiguous run, per read, and
-    per byte decompressed from a filtered chunk (0 when not measured)."""
+    per byte decompressed from a filtered chunk (:data:`DEFAULT_T_DEC` when not
+    measured)."""
 
     t_pg: float
     t_chk: float
     t_lat: float
-    t_dec: float = 0.0
+    t_dec: float = DEFAULT_T_DEC
 
     def to_json(self) -> dict[str, float]:
         return asdict(self)
@@ -44,10 +49,6 @@ class Constants:
         return Constants(float(d["t_pg"]), float(d["t_chk"]), float(d["t_lat"]),
                          float(d.get("t_dec", DEFAULT_T_DEC)))
 
-
-#: Seconds per byte decompressed from a deflate-filtered chunk when not probed: zlib
-#: inflates ~300 MB/s per core on current x86 servers; ``patio layout probe`` measures it.
-DEFAULT_T_DEC = 1.0 / 300e6
 
 
 def storage_model(name_or_params: str | dict[str, Any] = "lustre") -> Any:
@@ -95,8 +96,7 @@ def fit(samples: Sequence[tuple[float, float, float]]) -> Constants:
         active.pop(int(np.argmin(sol)))
     full = np.zeros(3)
     full[active] = np.maximum(sol, 0.0)
-    return Constants(t_pg=float(full[1]), t_chk=float(full[2]), t_lat=float(full[0]),
-                     t_dec=DEFAULT_T_DEC)
+    return Constants(t_pg=float(full[1]), t_chk=float(full[2]), t_lat=float(full[0]))
 
 
 def probe_requests(span: int, page: int = 4096) -> list[tuple[list[int], list[int]]]:

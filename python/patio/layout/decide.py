@@ -55,7 +55,7 @@ class Candidate:
         return self.parts
 
 
-def _holds(rep: Replica, ndim: int) -> tuple[Any, ...] | None:
+def _holds(rep: Replica) -> tuple[Any, ...] | None:
     """What ``rep`` holds, as the layout core describes it (None: serves nothing)."""
     if rep.kind in ("chunked", "zorder", "hilbert"):
         return ("everything",)
@@ -83,7 +83,7 @@ class Decider:
         self.replicas: list[Replica] = []
         natives = []
         for rep in replicas:
-            holds = _holds(rep, len(original.shape))
+            holds = _holds(rep)
             if holds is None:
                 continue
             try:

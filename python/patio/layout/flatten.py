@@ -199,16 +199,10 @@ def flatten(layout: Layout, selection: Selection) -> Extents:
     """The byte extents of ``selection`` under ``layout`` in buffer order, consecutive
     extents merged (the next starts where the previous ended). Hyperslabs cost O(runs),
     points O(k); elements in unallocated chunks produce no extent; filtered chunks are
-    touched whole (see :func:`inflated_bytes` for what decompressing them costs)."""
+    touched whole."""
     _check_selection(tuple(_storage(layout)[0]), selection)
     off, length, _ = native_layout(layout).flatten(selection.native())
     return Extents(off, length)
-
-
-def inflated_bytes(layout: Layout, selection: Selection) -> int:
-    """Bytes decompressed to read ``selection`` (0 unless the chunks are filtered)."""
-    _check_selection(tuple(_storage(layout)[0]), selection)
-    return int(native_layout(layout).flatten(selection.native())[2])
 
 
 def merge_sorted(extents: Extents) -> Extents:
