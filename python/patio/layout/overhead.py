@@ -56,24 +56,6 @@ def md_reads(seed: int, frames: int, atoms: int) -> list[Any]:
     return reads
 
 
-def _drop(paths: list[str]) -> None:
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
-def _run(opener: Any, path: str, reads: list[Any]) -> float:
-    t0 = time.perf_counter()
-    with opener(path) as f:
-        d = f["pos"]
-        for r in reads:
-            d[r]
-    return time.perf_counter() - t0
-
-
 def _median_us(fn: Any, n: int) -> float:
     times = []
     for _ in range(n):
@@ -135,12 +117,13 @@ def md_workload(dirpath: str, frames: int = 200, atoms: int = 20_000) -> dict[st
     """The MD workload: record run 1, build, time replay and held-out runs."""
     import patio.h5 as ph5
 
+    from .bench import _time_reads
     from .cli import main as layout_main
 
     path = os.path.join(dirpath, "trajectory.h5")
     write_trajectory(path, frames, atoms)
     train, heldout = md_reads(1, frames, atoms), md_reads(2, frames, atoms)
-    _run(ph5.File, path, train)
+    _time_reads(lambda: ph5.File(path), "pos", train, [])
     with open(os.devnull, "w") as null:
         import contextlib
 
@@ -156,12 +139,11 @@ def md_workload(dirpath: str, frames: int = 200, atoms: int = 20_000) -> dict[st
     for label, reads in (("replay", train), ("heldout", heldout)):
         warm_h, warm_p = [], []
         for _ in range(3):
-            warm_h.append(_run(h5py.File, path, reads))
-            warm_p.append(_run(ph5.File, path, reads))
-        _drop(files)
-        cold_h = _run(h5py.File, path, reads)
-        _drop(files)
-        cold_p = _run(ph5.File, path, reads)
+            warm_h.append(_time_reads(lambda: h5py.File(path), "pos", reads, []))
+            warm_p.append(_time_reads(lambda: ph5.File(path), "pos", reads, []))
+        # _time_reads drops `files` from the page cache before it starts.
+        cold_h = _time_reads(lambda: h5py.File(path), "pos", reads, files)
+        cold_p = _time_reads(lambda: ph5.File(path), "pos", reads, files)
         out[label] = {"h5py_s": min(warm_h), "patio_s": min(warm_p),
                       "cold_h5py_s": cold_h, "cold_patio_s": cold_p}
     out["overhead_us"] = decision_overhead(path, frames, atoms)
