@@ -36,6 +36,7 @@ from typing import Any, Callable
 import h5py
 import numpy as np
 
+from .. import _coldcache as coldcache
 from . import cost as costmodel
 from . import device, h5sel, planner, replicas
 from .decide import Decider
@@ -187,18 +188,6 @@ def ecog(dirpath: str, scale: float, clients: int) -> list[Workload]:
 
 
 # ------------------------------------------------------------------------ measuring
-def _drop_cache(paths: list[str]) -> None:
-    for p in paths:
-        try:
-            fd = os.open(p, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
 def _requests(layout: Any, sels: list[Selection], base: int = 0) -> list[list[tuple[Any, Any]]]:
     out = []
     for s in sels:
@@ -228,7 +217,7 @@ def _plan_requests(decider: Decider, sels: list[Selection], ids: dict[int, int],
 
 
 def _time_reads(opener: Callable[[], Any], dset: str, reads: list[Any], files: list[str]) -> float:
-    _drop_cache(files)
+    coldcache.drop(files)
     t0 = time.perf_counter()
     with opener() as f:
         d = f[dset]

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _coldcache as coldcache
 from . import cost
 
 DEFAULT_PRESET = "lustre"
@@ -58,11 +59,6 @@ def inflate_seconds_per_byte(nbytes: int = 8 << 20, reps: int = 3) -> float:
     return best / len(raw)
 
 
-def _drop(fd: int) -> None:
-    os.fsync(fd)
-    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-
-
 def probe(directory: str, size: int = PROBE_BYTES, reps: int = 3,
           preset: str = DEFAULT_PRESET) -> dict[str, Any]:
     """Measures eq 3.1's constants on the storage holding ``directory``."""
@@ -73,7 +69,7 @@ def probe(directory: str, size: int = PROBE_BYTES, reps: int = 3,
         block = os.urandom(1 << 20)
         for _ in range(size >> 20):
             os.write(fd, block)
-        _drop(fd)
+        coldcache.drop_fd(fd)
         os.close(fd)
         fd = -1
         flags = os.O_RDONLY | getattr(os, "O_DIRECT", 0)
@@ -89,7 +85,7 @@ def probe(directory: str, size: int = PROBE_BYTES, reps: int = 3,
                 best = float("inf")
                 for _ in range(reps):
                     if not direct:
-                        os.posix_fadvise(rfd, 0, 0, os.POSIX_FADV_DONTNEED)
+                        coldcache.drop_fd(rfd)
                     t0 = time.perf_counter()
                     for o, n in zip(offs, lens):
                         os.preadv(rfd, [memoryview(buf)[:n]], o)
