@@ -2,8 +2,10 @@
 ``-Wall -Wextra -Werror`` against ``crates/patio-layout/include/patio_layout.h`` and the
 release ``libpatio_layout.so`` (built by scripts/setup.sh), run, and its checks -
 flattening against a hand-computed reference, a choice between an array and its
-transposed replica, and error codes for null pointers, wrong ranks, selections outside
-the array, short buffers and unknown presets - must all hold."""
+transposed replica, plans with every replica kind carried out as pieces (copy, source
+selection, buffer destination, axis order, byte extents), and error codes for null
+pointers, wrong ranks, selections outside the array, unsorted index sets, short
+buffers, unknown presets, pieces out of range and stale plans - must all hold."""
 
 from __future__ import annotations
 

@@ -3,13 +3,20 @@
  * For the HDF5 VOL connector and the MPI-IO layer: describe where an array's bytes are
  * (contiguous, or chunked with per-chunk addresses and, for filtered chunks, stored
  * sizes), flatten hyperslab selections into byte extents, price them with eq 3.1 on
- * patio's striped storage model, and choose among an array and its replicas.
+ * patio's striped storage model, choose among an array and its replicas (full,
+ * transposed, concatenated products of index sets, concatenated points), and carry a
+ * choice out: a plan's pieces say which copy to read, which selection in it, and where
+ * its elements land in the caller's buffer.
  *
  * Every function returns PATIO_OK (0) or a negative PATIO_E* code and never crashes on
  * bad input; patio_layout_last_error() gives the calling thread's last message.
  * Hyperslabs are passed as nslabs x (start[rank], stride[rank], count[rank],
  * block[rank]) uint64 values, as H5Sget_regular_hyperslab hands them over.
- * Link with -lpatio_layout.
+ * Outputs of variable length follow one rule: the caller passes an array and its
+ * capacity `cap` (in items), the count is always stored in *n, and PATIO_ERANGE says
+ * cap was too small (call again with cap >= *n; a NULL array with cap 0 asks the count).
+ * Handles are not shared between threads without a lock; distinct handles may be used
+ * from distinct threads. Link with -lpatio_layout.
  */
 #ifndef PATIO_LAYOUT_H
 #define PATIO_LAYOUT_H
@@ -28,6 +35,21 @@ extern "C" {
 
 typedef struct PatioLayout PatioLayout;
 typedef struct PatioDecider PatioDecider;
+typedef struct PatioPlan PatioPlan;
+
+/* Plan kinds (patio_plan_summary). */
+#define PATIO_PLAN_ORIGINAL 0 /* the original alone */
+#define PATIO_PLAN_WHOLE 1    /* one full or transposed replica */
+#define PATIO_PLAN_SUB 2      /* one concatenated product replica holding the request */
+#define PATIO_PLAN_SPLIT 3    /* a product replica's part, the rest from the original */
+#define PATIO_PLAN_POINTS 4   /* a point replica's points (and the rest from the original) */
+#define PATIO_PLAN_COMBINED 5 /* several product replicas (and the rest from the original) */
+
+/* Selection kinds of a piece's side, and the sides. */
+#define PATIO_SEL_GRIDS 0  /* grids: per axis, sorted disjoint (start, length) blocks */
+#define PATIO_SEL_POINTS 1 /* points: rank coordinates each, in order */
+#define PATIO_SOURCE 0     /* in the copy's index space */
+#define PATIO_DEST 1       /* in the buffer's index space */
 
 /* The message of this thread's last failure (never NULL). */
 const char *patio_layout_last_error(void);
@@ -63,18 +85,90 @@ int patio_decider_new(const PatioLayout *original, const PatioLayout *const *ful
                       uint64_t nfull, const char *preset, const double *consts,
                       PatioDecider **out);
 
-/* Adds a replica holding the original transposed by perm[rank], stored in `layout`. */
+/* Replicas are numbered in the order they join: the full ones of patio_decider_new
+ * first, then each added one. Adding a replica forgets remembered decisions and
+ * invalidates the decider's earlier plans for patio_plan_extents. */
+
+/* Adds a replica holding the original transposed by perm[rank] (its axis i is the
+ * original's perm[i]), stored in `layout`. */
 int patio_decider_add_transposed(PatioDecider *decider, const PatioLayout *layout,
                                  uint32_t rank, const uint32_t *perm);
 
-/* How to read the hyperslabs: *replica = -1 for the original, else the replica's index
- * (full replicas first, then transposed ones in the order added); *seconds its modelled
- * time, *saved the modelled saving over the original. Decisions are remembered. */
+/* Adds a concatenated replica holding the product of per-axis sorted, duplicate-free
+ * index sets (lens[rank] indices each, concatenated in `sets`), stored with its axes
+ * permuted by perm[rank] in `layout` (shape: lens permuted). */
+int patio_decider_add_product(PatioDecider *decider, const PatioLayout *layout,
+                              uint32_t rank, const uint64_t *lens, const uint64_t *sets,
+                              const uint32_t *perm);
+
+/* Adds a concatenated replica holding the elements at the sorted row-major linear
+ * indices linear[npoints], stored as a 1-D array of npoints in `layout`. */
+int patio_decider_add_points(PatioDecider *decider, const PatioLayout *layout,
+                             uint64_t npoints, const uint64_t *linear);
+
+/* How to read the hyperslabs: *replica = the replica read whole (a full or transposed
+ * one), -1 for any other plan (use patio_decider_plan to carry those out); *seconds its
+ * modelled time, *saved the modelled saving over the original. Decisions are
+ * remembered. */
 int patio_decider_choose(PatioDecider *decider, uint32_t rank, uint64_t nslabs,
                          const uint64_t *slabs, int64_t *replica, double *seconds,
                          double *saved);
 
 void patio_decider_free(PatioDecider *decider);
+
+/* The plan for reading the hyperslabs (the choice of patio_decider_choose), or for
+ * reading npoints points (coords: rank values each), as pieces; free with
+ * patio_plan_free.
+ *
+ * The buffer the request fills: for a product request (one hyperslab, or a union of
+ * them forming a product of per-axis index sets, as h5py's fancy indexing makes) its
+ * shape is the number of selected indices per axis, row-major (the order HDF5 reads a
+ * hyperslab selection in); for points, or a union that is no product, it is 1-D in the
+ * request's element order. Each piece reads its source selection from its copy; the
+ * elements, in the copy's order (row-major over each grid, in turn; points in list
+ * order), fill the destination's elements iterated with buffer axis order[0] outermost
+ * ... order[rank-1] innermost (the identity unless the copy stores the axes permuted).
+ * Pieces never overlap and together fill the buffer. */
+int patio_decider_plan(PatioDecider *decider, uint32_t rank, uint64_t nslabs,
+                       const uint64_t *slabs, PatioPlan **out);
+int patio_decider_plan_points(PatioDecider *decider, uint32_t rank, uint64_t npoints,
+                              const uint64_t *coords, PatioPlan **out);
+
+/* The plan's kind (PATIO_PLAN_*), modelled seconds, saving over the original, pieces. */
+int patio_plan_summary(const PatioPlan *plan, int32_t *kind, double *seconds,
+                       double *saved, uint64_t *npieces);
+
+/* The buffer's shape: rank into *n, sides into dims[cap]. */
+int patio_plan_buffer(const PatioPlan *plan, uint64_t *dims, uint64_t cap, uint64_t *n);
+
+/* Piece i: *copy = -1 for the original, else the replica's index; the axis order into
+ * order[cap] (the buffer's rank into *n). */
+int patio_plan_piece(const PatioPlan *plan, uint64_t i, int64_t *copy, uint32_t *order,
+                     uint64_t cap, uint64_t *n);
+
+/* Side `which` (PATIO_SOURCE, PATIO_DEST) of piece i: its kind (PATIO_SEL_*), rank, and
+ * count (grids, or points). */
+int patio_plan_selection(const PatioPlan *plan, uint64_t i, int32_t which, int32_t *kind,
+                         uint32_t *rank, uint64_t *count);
+
+/* Axis `axis` of grid `grid` of that side: (start, length) pairs into blocks[2 * cap],
+ * the number of blocks into *n. */
+int patio_plan_axis(const PatioPlan *plan, uint64_t i, int32_t which, uint64_t grid,
+                    uint32_t axis, uint64_t *blocks, uint64_t cap, uint64_t *n);
+
+/* The points of that side: rank coordinates each into coords[rank * cap], the number of
+ * points into *n. */
+int patio_plan_coords(const PatioPlan *plan, uint64_t i, int32_t which, uint64_t *coords,
+                      uint64_t cap, uint64_t *n);
+
+/* The byte extents piece i's source touches in its copy, as patio_layout_flatten gives
+ * them (filtered chunks whole; *inflated the bytes they decompress to): what an MPI-IO
+ * layer reads. `plan` must come from `decider` since its replicas last changed. */
+int patio_plan_extents(const PatioDecider *decider, const PatioPlan *plan, uint64_t i,
+                       uint64_t *offsets, uint64_t *lengths, uint64_t cap, uint64_t *n,
+                       uint64_t *inflated);
+
+void patio_plan_free(PatioPlan *plan);
 
 #ifdef __cplusplus
 }

@@ -74,15 +74,21 @@ pub fn union<'a>(axes: impl Iterator<Item = &'a Axis>) -> Axis {
     Axis { blocks: out }
 }
 
-/// The positions of `a`'s indices in the sorted index set `s` (`a ⊆ s`): position `p`
-/// of index `i` is the number of indices of `s` below `i`.
-pub fn positions(a: &Axis, s: &Axis) -> Axis {
+/// The position of each block's first index in the sorted index set `s`, and `s`'s size.
+fn offsets(s: &Axis) -> (Vec<u64>, u64) {
     let mut before = Vec::with_capacity(s.blocks.len());
     let mut total = 0u64;
     for &(_, n) in &s.blocks {
         before.push(total);
         total += n;
     }
+    (before, total)
+}
+
+/// The positions of `a`'s indices in the sorted index set `s` (`a ⊆ s`): position `p`
+/// of index `i` is the number of indices of `s` below `i`.
+pub fn positions(a: &Axis, s: &Axis) -> Axis {
+    let (before, _) = offsets(s);
     let mut out = Vec::new();
     for &(start, n) in &a.blocks {
         let (mut lo, hi) = (start, start + n);
@@ -98,6 +104,24 @@ pub fn positions(a: &Axis, s: &Axis) -> Axis {
             }
             push_joined(&mut out, before[k] + (lo_in - bs), hi_in - lo_in);
             lo = hi_in;
+        }
+    }
+    Axis { blocks: out }
+}
+
+/// The indices of the sorted index set `s` at the positions `p` (every position below
+/// `s.len()`): the inverse of [`positions`].
+pub fn at_positions(p: &Axis, s: &Axis) -> Axis {
+    let (before, total) = offsets(s);
+    let mut out = Vec::new();
+    for &(start, n) in &p.blocks {
+        let (mut lo, hi) = (start, start + n);
+        while lo < hi && lo < total {
+            let k = before.partition_point(|&b| b <= lo) - 1;
+            let (bs, bn) = s.blocks[k];
+            let take = (hi - lo).min(before[k] + bn - lo);
+            push_joined(&mut out, bs + (lo - before[k]), take);
+            lo += take;
         }
     }
     Axis { blocks: out }
@@ -175,6 +199,7 @@ mod tests {
                 .map(|i| b.iter().filter(|&&v| v < *i).count() as u64)
                 .collect();
             prop_assert_eq!(set_of(&positions(&held, &y)), want);
+            prop_assert_eq!(at_positions(&positions(&held, &y), &y), held);
         }
     }
 }

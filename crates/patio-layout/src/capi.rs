@@ -1,6 +1,8 @@
 //! The layout core's C ABI (header `include/patio_layout.h`), for the HDF5 VOL
 //! connector and the MPI-IO layer: layouts, hyperslab selections flattened and priced,
-//! and a decider choosing among the original and its full or transposed replicas.
+//! and a decider choosing among the original and its replicas of every kind (full,
+//! transposed, concatenated products, concatenated points); a chosen plan's pieces are
+//! in [`crate::capi_plan`].
 //!
 //! Every function returns a status (`PATIO_OK` = 0, or a negative `PATIO_E*` code) and
 //! never unwinds into C: a null pointer, a wrong rank, a selection outside the array or
@@ -12,11 +14,12 @@ use crate::error::LayoutError;
 use crate::flatten::flatten;
 use crate::layout::Layout;
 use crate::price::{price_selection, Constants};
-use crate::selection::{Grid, Selection};
+use crate::selection::{Axis, Grid, Selection};
 use patio_storage::Striping;
 use std::cell::RefCell;
 use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const PATIO_OK: i32 = 0;
 /// A required pointer was null.
@@ -32,18 +35,18 @@ thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
-fn fail(code: i32, msg: impl Into<String>) -> i32 {
+pub(crate) fn fail(code: i32, msg: impl Into<String>) -> i32 {
     let msg = msg.into().replace('\0', " ");
     LAST_ERROR.with(|e| *e.borrow_mut() = CString::new(msg).unwrap_or_default());
     code
 }
 
-fn layout_err(e: LayoutError) -> i32 {
+pub(crate) fn layout_err(e: LayoutError) -> i32 {
     fail(PATIO_EINVAL, e.to_string())
 }
 
 /// Runs `f`: `PATIO_OK`, the code of its failure, or `PATIO_EINTERNAL` for a panic.
-fn guarded(f: impl FnOnce() -> Result<(), i32>) -> i32 {
+pub(crate) fn guarded(f: impl FnOnce() -> Result<(), i32>) -> i32 {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => PATIO_OK,
         Ok(Err(code)) => code,
@@ -52,7 +55,7 @@ fn guarded(f: impl FnOnce() -> Result<(), i32>) -> i32 {
 }
 
 /// A slice from a C pointer and length (`len == 0` allows null).
-unsafe fn slice<'a, T>(p: *const T, len: usize, what: &str) -> Result<&'a [T], i32> {
+pub(crate) unsafe fn slice<'a, T>(p: *const T, len: usize, what: &str) -> Result<&'a [T], i32> {
     if len == 0 {
         return Ok(&[]);
     }
@@ -63,9 +66,19 @@ unsafe fn slice<'a, T>(p: *const T, len: usize, what: &str) -> Result<&'a [T], i
 }
 
 /// Opaque layout handle.
-pub struct PatioLayout(Layout);
-/// Opaque decider handle.
-pub struct PatioDecider(Decider);
+pub struct PatioLayout(pub(crate) Layout);
+/// Opaque decider handle: the decider and its generation (a new one whenever its
+/// replicas change), which the plans it makes carry.
+pub struct PatioDecider {
+    pub(crate) d: Decider,
+    pub(crate) gen: u64,
+}
+
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+fn next_generation() -> u64 {
+    GENERATION.fetch_add(1, Ordering::Relaxed)
+}
 
 /// The message of the calling thread's last failure (never null).
 #[no_mangle]
@@ -137,7 +150,11 @@ pub unsafe extern "C" fn patio_layout_free(layout: *mut PatioLayout) {
 }
 
 /// Hyperslabs `slabs` (`nslabs` x (start, stride, count, block), each `rank` values).
-unsafe fn hyperslabs(rank: u32, nslabs: u64, slabs: *const u64) -> Result<Selection, i32> {
+pub(crate) unsafe fn hyperslabs(
+    rank: u32,
+    nslabs: u64,
+    slabs: *const u64,
+) -> Result<Selection, i32> {
     let per = 4 * rank as usize;
     let n = (nslabs as usize)
         .checked_mul(per)
@@ -155,12 +172,12 @@ unsafe fn hyperslabs(rank: u32, nslabs: u64, slabs: *const u64) -> Result<Select
     Ok(Selection::Grids(grids))
 }
 
-unsafe fn handle<'a, T>(p: *const T, what: &str) -> Result<&'a T, i32> {
+pub(crate) unsafe fn handle<'a, T>(p: *const T, what: &str) -> Result<&'a T, i32> {
     p.as_ref()
         .ok_or_else(|| fail(PATIO_ENULL, format!("{what} is null")))
 }
 
-unsafe fn handle_mut<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, i32> {
+pub(crate) unsafe fn handle_mut<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, i32> {
     p.as_mut()
         .ok_or_else(|| fail(PATIO_ENULL, format!("{what} is null")))
 }
@@ -290,7 +307,10 @@ pub unsafe extern "C" fn patio_decider_new(
         }
         let d = Decider::new(o.0.clone(), reps, model_of(preset)?, consts_of(consts)?)
             .map_err(layout_err)?;
-        *out = Box::into_raw(Box::new(PatioDecider(d)));
+        *out = Box::into_raw(Box::new(PatioDecider {
+            d,
+            gen: next_generation(),
+        }));
         Ok(())
     })
 }
@@ -310,16 +330,96 @@ pub unsafe extern "C" fn patio_decider_add_transposed(
     guarded(|| {
         let d = handle_mut(decider, "decider")?;
         let l = handle(layout, "layout")?;
-        let perm: Vec<usize> = slice(perm, rank as usize, "perm")?
+        let perm = perm_of(rank, perm)?;
+        add(
+            d,
+            Replica {
+                layout: l.0.clone(),
+                holds: Holds::Transposed { perm },
+            },
+        )
+    })
+}
+
+fn add(d: &mut PatioDecider, r: Replica) -> Result<(), i32> {
+    d.d.add_replica(r).map_err(layout_err)?;
+    d.gen = next_generation();
+    Ok(())
+}
+
+unsafe fn perm_of(rank: u32, perm: *const u32) -> Result<Vec<usize>, i32> {
+    Ok(slice(perm, rank as usize, "perm")?
+        .iter()
+        .map(|&a| a as usize)
+        .collect())
+}
+
+/// Adds a concatenated replica holding the product of per-axis sorted index sets
+/// (`lens[rank]` indices each, concatenated in `sets`), stored with axes `perm[rank]`
+/// (its axis `i` is the original's `perm[i]`) in `layout`.
+///
+/// # Safety
+/// Pointers as documented in the header.
+#[no_mangle]
+pub unsafe extern "C" fn patio_decider_add_product(
+    decider: *mut PatioDecider,
+    layout: *const PatioLayout,
+    rank: u32,
+    lens: *const u64,
+    sets: *const u64,
+    perm: *const u32,
+) -> i32 {
+    guarded(|| {
+        let d = handle_mut(decider, "decider")?;
+        let l = handle(layout, "layout")?;
+        let lens = slice(lens, rank as usize, "lens")?;
+        let total = lens
             .iter()
-            .map(|&a| a as usize)
-            .collect();
-        d.0.add_replica(Replica {
-            layout: l.0.clone(),
-            holds: Holds::Transposed { perm },
-        })
-        .map_err(layout_err)?;
-        Ok(())
+            .try_fold(0usize, |a, &n| a.checked_add(usize::try_from(n).ok()?))
+            .ok_or_else(|| fail(PATIO_EINVAL, "index sets too large"))?;
+        let all = slice(sets, total, "sets")?;
+        let mut axes = Vec::with_capacity(lens.len());
+        let mut at = 0;
+        for &n in lens {
+            let n = n as usize;
+            axes.push(Axis::from_sorted_indices(&all[at..at + n]).map_err(layout_err)?);
+            at += n;
+        }
+        let perm = perm_of(rank, perm)?;
+        add(
+            d,
+            Replica {
+                layout: l.0.clone(),
+                holds: Holds::Product { sets: axes, perm },
+            },
+        )
+    })
+}
+
+/// Adds a concatenated replica holding the elements at the sorted row-major linear
+/// indices `linear[npoints]`, as a 1-D array stored in `layout`.
+///
+/// # Safety
+/// Pointers as documented in the header.
+#[no_mangle]
+pub unsafe extern "C" fn patio_decider_add_points(
+    decider: *mut PatioDecider,
+    layout: *const PatioLayout,
+    npoints: u64,
+    linear: *const u64,
+) -> i32 {
+    guarded(|| {
+        let d = handle_mut(decider, "decider")?;
+        let l = handle(layout, "layout")?;
+        let n = usize::try_from(npoints).map_err(|_| fail(PATIO_EINVAL, "too many points"))?;
+        let linear = slice(linear, n, "linear")?.to_vec();
+        add(
+            d,
+            Replica {
+                layout: l.0.clone(),
+                holds: Holds::Points { linear },
+            },
+        )
     })
 }
 
@@ -334,8 +434,9 @@ pub unsafe extern "C" fn patio_decider_free(decider: *mut PatioDecider) {
     }
 }
 
-/// Chooses how to read the hyperslabs: `replica` = -1 for the original, else the
-/// replica's index (full replicas first, then transposed ones in the order added);
+/// Chooses how to read the hyperslabs: `replica` = the index of the replica read whole
+/// (a full or transposed one; full replicas first, then the others in the order added),
+/// -1 for any other plan (`patio_decider_plan` carries those out);
 /// `seconds` its modelled time and `saved` the modelled saving over the original.
 ///
 /// # Safety
@@ -356,7 +457,7 @@ pub unsafe extern "C" fn patio_decider_choose(
             return Err(fail(PATIO_ENULL, "an output pointer is null"));
         }
         let sel = hyperslabs(rank, nslabs, slabs)?;
-        let (c, s) = d.0.choose(&sel).map_err(layout_err)?;
+        let (c, s) = d.d.choose(&sel).map_err(layout_err)?;
         *replica = match c.plan {
             Plan::Whole(i) => i as i64,
             _ => -1,

@@ -162,6 +162,11 @@ impl Decider {
         &self.replicas
     }
 
+    /// The original's layout.
+    pub fn original(&self) -> &Layout {
+        &self.original
+    }
+
     fn layout(&self, part: Option<usize>) -> &Layout {
         part.map_or(&self.original, |i| &self.replicas[i].layout)
     }
@@ -180,7 +185,7 @@ impl Decider {
     }
 
     /// `sel` checked and in its priced form ([`priced_form`]), with its product axes.
-    fn request_form(&self, sel: &Selection) -> Result<(Selection, Option<Vec<Axis>>)> {
+    pub(crate) fn request_form(&self, sel: &Selection) -> Result<(Selection, Option<Vec<Axis>>)> {
         sel.check(&self.original.shape)?;
         let (form, axes) = priced_form(sel, self.original.rank());
         Ok((form.into_owned(), axes))
@@ -299,24 +304,15 @@ impl Decider {
     fn concat_points(&self, i: usize, linear: &[u64], coords: &[u64]) -> Result<Option<Candidate>> {
         let shape = &self.original.shape;
         let d = shape.len().max(1);
-        let mut held: Vec<u64> = Vec::new();
-        let mut rest: Vec<u64> = Vec::new();
-        for p in coords.chunks(d) {
-            let lin = p.iter().zip(shape).fold(0u64, |acc, (&c, &n)| acc * n + c);
-            match linear.binary_search(&lin) {
-                Ok(at) => held.push(at as u64),
-                Err(_) => rest.extend_from_slice(p),
-            }
-        }
+        let (held, rest) = split_points(shape, linear, coords);
         if held.is_empty() {
             return Ok(None);
         }
-        held.sort_unstable();
         let mut parts = vec![(
             Some(i),
             Selection::Points {
                 rank: 1,
-                coords: held,
+                coords: held.iter().map(|h| h.0).collect(),
             },
         )];
         let has_rest = !rest.is_empty();
@@ -325,7 +321,11 @@ impl Decider {
                 None,
                 Selection::Points {
                     rank: shape.len(),
-                    coords: rest,
+                    coords: rest
+                        .iter()
+                        .flat_map(|&p| &coords[p * d..(p + 1) * d])
+                        .copied()
+                        .collect(),
                 },
             ));
         }
@@ -412,6 +412,27 @@ impl Decider {
         }
         Ok(best)
     }
+}
+
+/// The request's points (`coords`, rank `shape.len()`) a point replica holding the
+/// sorted row-major `linear` indices serves: `(position in the replica, request point)`
+/// sorted by position, and the request points it lacks, in request order.
+pub(crate) fn split_points(
+    shape: &[u64],
+    linear: &[u64],
+    coords: &[u64],
+) -> (Vec<(u64, usize)>, Vec<usize>) {
+    let mut held = Vec::new();
+    let mut rest = Vec::new();
+    for (k, p) in coords.chunks(shape.len().max(1)).enumerate() {
+        let lin = p.iter().zip(shape).fold(0u64, |acc, (&c, &n)| acc * n + c);
+        match linear.binary_search(&lin) {
+            Ok(at) => held.push((at as u64, k)),
+            Err(_) => rest.push(k),
+        }
+    }
+    held.sort_unstable();
+    (held, rest)
 }
 
 fn is_perm(perm: &[usize], d: usize) -> bool {

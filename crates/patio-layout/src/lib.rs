@@ -10,16 +10,20 @@
 //! | [`flatten`] | selection x layout -> byte extents, in closed form per run |
 //! | [`price`] | eq 3.1 with a decompression term over `patio-storage`'s model |
 //! | [`capi`] | the C ABI (`include/patio_layout.h`) for the VOL connector and the MPI-IO layer |
+//! | [`capi_plan`] | the C ABI of a chosen plan: its pieces, their selections and extents |
 //! | [`axes`] | set algebra on per-axis block lists (containment, positions) |
 //! | [`decide`] | the candidates for one read, their prices, the choice and its memo |
+//! | [`pieces`] | a chosen plan as (copy, source selection, buffer destination) reads |
 //! | [`error`] | [`LayoutError`] |
 
 pub mod axes;
 pub mod capi;
+pub mod capi_plan;
 pub mod decide;
 pub mod error;
 pub mod flatten;
 pub mod layout;
+pub mod pieces;
 pub mod price;
 pub mod selection;
 
@@ -27,5 +31,6 @@ pub use decide::{Candidate, Decider, Holds, Plan, Replica};
 pub use error::{LayoutError, Result};
 pub use flatten::{flatten, flatten_pages, merge_sorted, Flat};
 pub use layout::Layout;
+pub use pieces::{Piece, Pieces};
 pub use price::{price, price_selection, Constants};
 pub use selection::{Axis, Grid, Selection};

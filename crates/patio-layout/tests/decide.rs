@@ -1,7 +1,9 @@
 //! The decision against an element model: on small arrays whose element at linear index
 //! `i` has the value `i`, every candidate's parts — read from byte models of the
 //! original and of replicas of every kind — hold exactly the requested elements, and
-//! the choice is the cheapest candidate (the original on ties).
+//! the choice is the cheapest candidate (the original on ties); and every candidate's
+//! pieces (copy, source, buffer destination), read and placed, fill the buffer with the
+//! request's elements in its order.
 
 use patio_layout::{flatten, Axis, Constants, Decider, Grid, Holds, Layout, Replica, Selection};
 use patio_storage::Striping;
@@ -163,6 +165,49 @@ fn case(shape: Vec<u64>, sets: Vec<Vec<u64>>, sets2: Vec<Vec<u64>>, points: Vec<
     }
 }
 
+/// The buffer the pieces of a candidate fill (every element exactly once).
+fn assemble(c: &Case, sel: &Selection, cand: &patio_layout::Candidate) -> Vec<u64> {
+    let p = c.decider.pieces(sel, cand).unwrap();
+    let n: u64 = p.buffer.iter().product();
+    let mut buf: Vec<Option<u64>> = vec![None; n as usize];
+    let strides: Vec<u64> = (0..p.buffer.len())
+        .map(|j| p.buffer[j + 1..].iter().product())
+        .collect();
+    for piece in &p.pieces {
+        let at = piece.copy.map_or(0, |i| i + 1);
+        let vals = read(&c.mems[at], &c.layouts[at], &piece.source);
+        let dest: Vec<u64> = match &piece.dest {
+            Selection::Points { rank: 1, coords } => coords.clone(),
+            Selection::Grids(gs) => {
+                assert_eq!(gs.len(), 1);
+                let idx: Vec<Vec<u64>> = gs[0]
+                    .axes
+                    .iter()
+                    .map(|a| a.blocks.iter().flat_map(|&(s, n)| s..s + n).collect())
+                    .collect();
+                let mut lin = vec![0u64];
+                for &j in &piece.order {
+                    let st = strides[j];
+                    lin = lin
+                        .iter()
+                        .flat_map(|&l| idx[j].iter().map(move |&i| l + i * st))
+                        .collect();
+                }
+                lin
+            }
+            other => panic!("destination {other:?}"),
+        };
+        assert_eq!(vals.len(), dest.len(), "{:?}", cand.plan);
+        for (v, d) in vals.into_iter().zip(dest) {
+            assert!(buf[d as usize].is_none(), "{:?} fills {d} twice", cand.plan);
+            buf[d as usize] = Some(v);
+        }
+    }
+    buf.into_iter()
+        .map(|v| v.unwrap_or_else(|| panic!("{:?} leaves a hole", cand.plan)))
+        .collect()
+}
+
 fn sorted(mut v: Vec<u64>) -> Vec<u64> {
     v.sort_unstable();
     v
@@ -181,15 +226,19 @@ proptest! {
         s0 in subset(5), s1 in subset(7), t0 in subset(5), t1 in subset(7),
         pts in prop::collection::btree_set(0..35u64, 1..20),
         qs in prop::collection::vec((0..5u64, 0..7u64), 1..10),
-        use_points in any::<bool>(),
+        kind in 0..3u8,
     ) {
         let mut c = case(vec![5, 7], vec![s0, s1], vec![t0, t1], pts.into_iter().collect());
-        let sel = if use_points {
-            Selection::Points { rank: 2, coords: qs.iter().flat_map(|&(i, j)| [i, j]).collect() }
-        } else {
-            Selection::grid(Grid { axes: vec![set(&a0), set(&a1)] })
+        let grid = Selection::grid(Grid { axes: vec![set(&a0), set(&a1)] });
+        let sel = match kind {
+            0 => Selection::Points { rank: 2, coords: qs.iter().flat_map(|&(i, j)| [i, j]).collect() },
+            // h5py's fancy indexing: a union of boxes, one per row, forming a product.
+            1 => Selection::Grids(a0.iter().map(|&i| Grid { axes: vec![set(&[i]), set(&a1)] }).collect()),
+            _ => grid.clone(),
         };
-        let want = sorted(elements(&c.shape, &sel));
+        let in_order = if kind == 0 { &sel } else { &grid };
+        let want = sorted(elements(&c.shape, in_order));
+        let buffer_order = elements(&c.shape, in_order);
         let cands = c.decider.candidates(&sel).unwrap();
         for cand in &cands {
             let mut got = Vec::new();
@@ -198,6 +247,7 @@ proptest! {
                 got.extend(read(&c.mems[at], &c.layouts[at], part));
             }
             prop_assert_eq!(sorted(got), want.clone(), "{:?}", cand.plan);
+            prop_assert_eq!(assemble(&c, &sel, cand), buffer_order.clone(), "{:?}", cand.plan);
         }
         let (best, saved) = c.decider.choose(&sel).unwrap();
         let cheapest = cands.iter().map(|x| x.seconds).fold(f64::INFINITY, f64::min);
