@@ -329,7 +329,7 @@ impl Observer for Prefetcher {
         let data = handle.file();
         match change {
             DataChange::Written { offset, len } => {
-                inner.store.pace_write(offset, len);
+                data.pace_write(offset, len);
                 inner.engine.invalidate(&handle, offset, len);
                 let end = offset.saturating_add(len);
                 if len < u64::MAX - offset && end > data.size() {

@@ -14,7 +14,9 @@
 //! costs [`Striping::rpc_cost`] (the simulator's one cost definition) from the moment
 //! its target is free, and the read sleeps until its last RPC completes plus the
 //! request latency. The permits and the flat latency are not used then; the targets
-//! are the servers.
+//! are the servers. Every file gets its own region of the modelled address space
+//! ([`Striping::file_base`], numbered by name in the order the store first sees them),
+//! so offset `o` of two files is not one head position.
 //!
 //! The file is opened with `O_DIRECT` (reads through an aligned bounce buffer) so the
 //! backing file system adds no readahead or caching of its own. Where the file system
@@ -24,6 +26,7 @@
 
 use crate::rng::Rng;
 use crate::striped::{Striping, StripingError};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -161,6 +164,8 @@ pub struct SlowStore {
     permits: Semaphore,
     jitter: Mutex<Rng>,
     targets: Vec<Mutex<TargetClock>>,
+    /// Each file's number, by name, in the order first seen ([`SlowStore::file_base`]).
+    files: Mutex<HashMap<PathBuf, u64>>,
     requests: AtomicU64,
     bytes: AtomicU64,
     rpcs: AtomicU64,
@@ -196,6 +201,7 @@ impl SlowStore {
                 })
                 .collect(),
             config,
+            files: Mutex::new(HashMap::new()),
             requests: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             rpcs: AtomicU64::new(0),
@@ -227,6 +233,18 @@ impl SlowStore {
         self.rpc_bytes.load(Ordering::Relaxed)
     }
 
+    /// Where the file called `name` starts in the modelled address space: the
+    /// [`Striping::file_base`] of its number (files are numbered in the order the
+    /// store first sees them; the same name keeps its number); 0 without a striping.
+    pub fn file_base(&self, name: &Path) -> u64 {
+        let Some(striping) = &self.config.striping else {
+            return 0;
+        };
+        let mut files = self.files.lock().expect("files poisoned");
+        let next = files.len() as u64;
+        striping.file_base(*files.entry(name.to_path_buf()).or_insert(next))
+    }
+
     /// The cost of the next request of `bytes` bytes, jitter drawn.
     fn draw_cost(&self, bytes: u64) -> Duration {
         let base = self.config.cost(bytes);
@@ -237,10 +255,12 @@ impl SlowStore {
         base.mul_f64((1.0 + self.config.jitter * (2.0 * u - 1.0)).max(0.0))
     }
 
-    /// Charges a write of `bytes` bytes at `offset`, already made to the file, to the
-    /// striped model (one request priced like a read of those bytes, on the same
-    /// target clocks) and sleeps until it completes; the flat model does not price
-    /// writes. Mounts behind the striped model call it for every write they pass on.
+    /// Charges a write of `bytes` bytes at modelled address `offset` (a file's
+    /// [`SlowStore::file_base`] plus the offset in it; [`DataFile::pace_write`] adds
+    /// it), already made to the file, to the striped model (one request priced like a
+    /// read of those bytes, on the same target clocks) and sleeps until it completes;
+    /// the flat model does not price writes. Mounts behind the striped model call it
+    /// for every write they pass on.
     pub fn pace_write(&self, offset: u64, bytes: u64) {
         if let Some(striping) = &self.config.striping {
             let _ = self.serve_striped(striping, offset, bytes, || Ok(()));
@@ -353,6 +373,8 @@ pub struct DataFile {
     size: AtomicU64,
     mode: IoMode,
     store: Arc<SlowStore>,
+    /// Where the file starts in the store's modelled address space.
+    base: u64,
 }
 
 impl DataFile {
@@ -387,6 +409,7 @@ impl DataFile {
             path: name.to_path_buf(),
             size: AtomicU64::new(size),
             mode,
+            base: store.file_base(name),
             store,
         })
     }
@@ -413,20 +436,33 @@ impl DataFile {
         &self.store
     }
 
+    /// Where the file starts in the store's modelled address space.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// Charges a write of `bytes` bytes at `offset` of this file to the store
+    /// ([`SlowStore::pace_write`] at the file's modelled address).
+    pub fn pace_write(&self, offset: u64, bytes: u64) {
+        self.store
+            .pace_write(self.base.saturating_add(offset), bytes);
+    }
+
     /// One backend request: the bytes of `[offset, offset + len)` that lie inside the
     /// file (fewer at its end, none past it), at the store's cost.
     pub fn read(&self, offset: u64, len: u64) -> io::Result<Vec<u8>> {
         let end = offset.saturating_add(len).min(self.size());
         let want = end.saturating_sub(offset);
-        self.store.serve_at(offset, want, || {
-            if want == 0 {
-                return Ok(Vec::new());
-            }
-            match self.mode {
-                IoMode::Direct => read_direct(&self.file, offset, want),
-                IoMode::Buffered { .. } => read_buffered(&self.file, offset, want),
-            }
-        })
+        self.store
+            .serve_at(self.base.saturating_add(offset), want, || {
+                if want == 0 {
+                    return Ok(Vec::new());
+                }
+                match self.mode {
+                    IoMode::Direct => read_direct(&self.file, offset, want),
+                    IoMode::Buffered { .. } => read_buffered(&self.file, offset, want),
+                }
+            })
     }
 }
 
@@ -723,6 +759,44 @@ mod tests {
         assert_eq!(store.rpc_bytes(), model.bytes);
         assert_eq!(store.bytes(), 100_000 + 10 + 50_000 + 3 + 10);
         assert!(model.seeks.far >= 1 && model.seeks.seq >= 1, "{model:?}");
+    }
+
+    #[test]
+    fn every_file_has_its_own_modelled_address_range() {
+        let (a, _) = data_file(1 << 16);
+        let (b, _) = data_file(1 << 16);
+        // Seeks within an RPC are free, seeks beyond 10 RPCs cost 20 ms.
+        let s = Striping {
+            latency_seq: 0.0,
+            latency_near: 0.0,
+            latency_mid: 0.0,
+            latency_far: 20e-3,
+            bandwidth: f64::INFINITY,
+            request_latency: 0.0,
+            ..striping()
+        };
+        let store = SlowStore::new(StoreConfig::striped(s.clone()));
+        let fa = DataFile::open(a.path(), store.clone()).unwrap();
+        let fb = DataFile::open(b.path(), store.clone()).unwrap();
+        assert_eq!((fa.base(), fb.base()), (s.file_base(0), s.file_base(1)));
+        assert_ne!(fa.base(), fb.base());
+        // The same name keeps its range.
+        assert_eq!(store.file_base(a.path()), fa.base());
+        let again = DataFile::open(b.path(), store.clone()).unwrap();
+        assert_eq!(again.base(), fb.base());
+        // The k-th reads of two files are a far seek apart, not the same position.
+        let start = Instant::now();
+        fa.read(0, 4096).unwrap();
+        fb.read(0, 4096).unwrap();
+        fa.read(4096, 4096).unwrap();
+        assert!(
+            start.elapsed() >= Duration::from_millis(40),
+            "{:?}",
+            start.elapsed()
+        );
+        // Flat stores have no address space.
+        let flat = SlowStore::new(StoreConfig::instant());
+        assert_eq!(DataFile::open(b.path(), flat).unwrap().base(), 0);
     }
 
     #[test]

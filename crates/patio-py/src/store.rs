@@ -131,6 +131,12 @@ impl PyStorageModel {
         Ok(PyStorageModel { inner })
     }
 
+    /// Where file number `index` (0: the first) starts in the modelled address space:
+    /// its own region, starting on target `index mod targets`.
+    fn file_base(&self, index: u64) -> u64 {
+        self.inner.file_base(index)
+    }
+
     /// Every parameter, by constructor keyword.
     fn params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = &self.inner;

@@ -65,6 +65,10 @@ pub const MAX_TARGETS: usize = 1 << 16;
 /// (estimated from the extents' lengths): 2^26 RPCs of 1 MiB are 64 TiB.
 pub const MAX_PIECES: u64 = 1 << 26;
 
+/// The size of the region of the modelled address space each file gets
+/// ([`Striping::file_base`]): 1 TiB.
+pub const FILE_STRIDE: u64 = 1 << 40;
+
 /// Parameters of the striped device model. Times are seconds, sizes bytes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Striping {
@@ -270,6 +274,17 @@ impl Striping {
             0
         };
         full * s + if k % t == target { r } else { 0 }
+    }
+
+    /// Where file number `index` (0: the first file) starts in the modelled address
+    /// space: its own [`FILE_STRIDE`] region, starting on target `index mod targets`
+    /// (a parallel file system starts each new file's stripes on another target), so
+    /// that two files' offset `o` are not the same head position.
+    pub fn file_base(&self, index: u64) -> u64 {
+        let t = self.targets.max(1) as u64;
+        index
+            .saturating_mul(FILE_STRIDE)
+            .saturating_add(index % t * self.stripe_size)
     }
 
     /// The pieces of the file extent `[offset, offset + len)` (clipped at 2^64): one
@@ -509,6 +524,19 @@ pub(crate) mod tests {
         let s = Striping::lustre();
         let pieces: Vec<Piece> = s.split(u64::MAX - 10, 100).collect();
         assert_eq!(pieces.iter().map(|p| p.len).sum::<u64>(), 10);
+    }
+
+    #[test]
+    fn every_file_has_its_own_region_starting_on_the_next_target() {
+        let s = small(4, 16, 16, 4);
+        assert_eq!(s.file_base(0), 0);
+        for i in 0..9u64 {
+            let (base, next) = (s.file_base(i), s.file_base(i + 1));
+            assert!(next - base >= FILE_STRIDE - 3 * 16, "{i}");
+            assert_eq!(s.locate(base).0, (i % 4) as usize);
+            // Offset 0 of two files is not one object position on one target.
+            assert_ne!(s.locate(base), s.locate(next));
+        }
     }
 
     #[test]

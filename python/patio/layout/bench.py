@@ -46,15 +46,13 @@ from .selection import Hyperslab, Selection
 from .storage import physical_layout
 
 KERNELS = ("elements", "climate", "massspec", "ecog", "model", "overhead")
-FILE_STRIDE = 1 << 40  # each file gets its own region of the modelled address space
 
 
 def file_base(index: int, model: Any) -> int:
     """Where file ``index`` (0: the original) starts in the modelled address space: its
-    own region, starting on target ``index mod targets`` (a parallel file system starts
-    each new file's stripes on another target)."""
-    p = model.params()
-    return index * FILE_STRIDE + (index % p["targets"]) * p["stripe_size"]
+    own region, starting on target ``index mod targets`` (``Striping::file_base``, the
+    one the mounts' storage model uses too)."""
+    return int(model.file_base(index))
 
 
 @dataclass

@@ -570,13 +570,19 @@ impl Observer for CacheObserver {
     }
 
     fn changed(&self, id: FileId, change: DataChange) {
-        if let DataChange::Written { offset, len } = change {
-            self.store.pace_write(offset, len.min(u64::MAX - offset));
-        }
         let idx = lock(&self.cache.state)
             .by_id
             .get(&(id.dev, id.ino))
             .copied();
+        if let DataChange::Written { offset, len } = change {
+            // At the file's modelled address while it is open through the store.
+            let data = idx.and_then(|i| lock(&self.cache.state).files[i as usize].data.clone());
+            let len = len.min(u64::MAX - offset);
+            match data {
+                Some(d) => d.pace_write(offset, len),
+                None => self.store.pace_write(offset, len),
+            }
+        }
         if let Some(idx) = idx {
             self.cache.changed(idx, change, &self.source);
         }
