@@ -2,7 +2,8 @@
 that read it is served byte for byte as the original by the container tools, the
 library, the FUSE mount and ``patio.mpi``; each rank's planned pattern is one physical
 read; writes after the reorganization behave like writes to a byte array; bad inputs
-are one-line errors that leave nothing behind.
+are one-line errors that leave nothing behind. And the pieces of ``patio bench reorg``:
+the sieved original-file control, the held-out plan run, the speedups and the JSON.
 
 The reference model is the source file's bytes (a ``bytes`` object, then a
 ``bytearray`` for writes after the reorganization)."""
@@ -18,7 +19,12 @@ from pathlib import Path
 
 import patio as patio_lib
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from patio._files import host_name
+from patio.reorg import sieve
+from patio.reorg.bench import model_errors, ratios
+from patio.reorg.cases import Case, ior, plan_run, tile
 from test_container_mpi import RANKS, mpi_env, mpirun
 from test_mount_container import ContainerMount, base  # noqa: F401  (fixture)
 from test_mount_trace import IS_ROOT, one_line_error, patio
@@ -300,3 +306,105 @@ def test_a_real_darshan_log_plans_one_pattern_per_rank(tmp_path: Path) -> None:
     assert all(len(p["processes"]) == 2 for p in plan["patterns"])
     assert plan["physical_extents_before"] == 256 and plan["physical_extents_after"] == 64
     assert plan["remap_bytes"] < 100 < plan["table_bytes"]
+
+
+# ---- the benchmark harness (``patio bench reorg``) ----
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_batched_sieved_reads_return_the_requests_bytes_in_the_containers_reads(
+    tmp_path: Path, data: st.DataObject
+) -> None:
+    """The original-file control reads exactly the requested bytes, and with the same
+    sieving rule as the container: as many reads as ``read_extents`` issues for the same
+    extents of a container that holds the file in one log, in order."""
+    size = 3 << 20
+    blob = random.Random(11).randbytes(size)
+    path = tmp_path / "one.pc"
+    if not path.exists():
+        with patio_lib.Container(path, "w") as c:
+            c.write_at(0, blob)
+    n = data.draw(st.integers(1, 40), label="requests")
+    extents = [
+        (o, min(ln, size - o))
+        for o, ln in data.draw(
+            st.lists(st.tuples(st.integers(0, size - 1), st.integers(1, 300 << 10)), min_size=n, max_size=n),
+            label="extents",
+        )
+    ]
+    preads: list[tuple[int, int]] = []
+
+    def pread(o: int, k: int) -> bytes:
+        preads.append((o, k))
+        return blob[o : o + k]
+
+    got, reads = sieve.read(extents, pread)
+    assert got == b"".join(blob[o : o + k] for o, k in extents)
+    assert reads == len(preads) == len(sieve.runs(extents))
+    with patio_lib.Container(path) as c:
+        before = c.stats()["physical_reads"]
+        assert c.read_extents(extents) == got
+        assert c.stats()["physical_reads"] - before == reads
+    # Gaps up to 256 KiB are read through; a longer one starts another read.
+    assert len(sieve.runs([(0, 10), (10 + sieve.SIEVE_GAP, 10)])) == 1
+    assert len(sieve.runs([(0, 10), (11 + sieve.SIEVE_GAP, 10)])) == 2
+
+
+def test_the_held_out_plan_run_reads_the_same_file_with_other_ranks_and_sizes() -> None:
+    for case in (ior(16, 4, 1 << 20, 64 << 10), tile(8, 8, 256, 8)):
+        plan = plan_run(case)
+        assert plan.file_size == case.file_size
+        assert plan.ranks > case.ranks
+        assert plan.extents(0)[0][1] < case.extents(0)[0][1]
+        # The two runs read the same bytes of the file, in other requests.
+        def covered(c: Case) -> list[tuple[int, int]]:
+            return sorted(e for r in range(c.ranks) for e in c.extents(r))
+
+        assert sum(n for _, n in covered(plan)) == sum(n for _, n in covered(case))
+        assert covered(plan) != covered(case)
+    with pytest.raises(ValueError, match="even"):
+        plan_run(tile(2, 2, 7, 8))
+
+
+def test_speedups_name_the_best_original_method_and_the_models_error() -> None:
+    rows = []
+    for storage, secs in (("model", (40.0, 6.0, 8.0, 3.0)), ("real", (2.0, 1.0, 4.0, 2.0))):
+        row = {"name": "tile", "store": "hdd", "held_out": True, "ranks": 64, "pieces_per_rank": 1024,
+               "storage": storage}  # fmt: skip
+        row.update(zip(("original_s", "original_batched_s", "collective_s", "reorganized_s"), secs))
+        ratios(row)
+        rows.append(row)
+    model, real = rows
+    assert model["best_original"] == "original_batched" and model["speedup_vs_best"] == 2.0
+    assert model["speedup"] == 40.0 / 3.0 and model["speedup_vs_collective"] == 8.0 / 3.0
+    assert real["best_original"] == "original_batched" and real["speedup_vs_best"] == 0.5
+    model_errors(rows)
+    assert model["model_error"] == real["model_error"] == 4.0
+
+
+def test_bench_reorg_json_has_the_acceptance_keys_on_model_and_real_storage() -> None:
+    pytest.importorskip("mpi4py")
+    done = patio("bench", "reorg", "--case", "ior", "--store", "ssd", "--storage", "both",
+                 "--run", "held-out", "--ranks", "2", "--segments", "2", "--block-kib", "128",
+                 "--transfer-kib", "32", "--mode", "original", "--mode", "original_batched",
+                 "--mode", "collective", "--mode", "reorganized", "--json")  # fmt: skip
+    rows = json.loads(done.stdout)["cases"]
+    assert sorted(r["storage"] for r in rows) == ["model", "real"]
+    for r in rows:
+        for key in ("name", "store", "ranks", "original_s", "collective_s", "reorganized_s", "speedup",
+                    "original_batched_s", "held_out", "speedup_vs_best", "model_error"):  # fmt: skip
+            assert key in r, key
+        assert r["held_out"] is True and r["plan_ranks"] == 4 and r["ranks"] == 2
+        best = min(r["original_s"], r["original_batched_s"], r["collective_s"])
+        assert r["speedup_vs_best"] == pytest.approx(best / r["reorganized_s"])
+        # Two 64 KiB pieces per segment and rank: one sieved read per segment.
+        assert r["original_batched_physical_reads"] < r["original_physical_reads"]
+    real = next(r for r in rows if r["storage"] == "real")
+    assert real["resident_before_max"] < 0.05
+    for args, word in ((("--storage", "tape"), "--storage"), (("--tile-elems", "7", "--case", "tile"), "even"),
+                       (("--shift", "100"), "--shift")):  # fmt: skip
+        bad = patio("bench", "reorg", *args, check=False)
+        lines = bad.stderr.strip().splitlines()
+        assert bad.returncode == 2 and len(lines) == 1 and word in lines[0], bad.stderr
+        assert lines[0].startswith("patio bench reorg: error:")

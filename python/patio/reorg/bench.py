@@ -1,29 +1,39 @@
 """``patio bench reorg``: reading an IOR-like and an mpi-tile-io-like file with real MPI
-processes over the striped storage model, from the original file and from its
-reorganized container (REORGANIZATION.md §C.3-C.4, §E).
+processes, over the striped storage model and on the real disk, from the original file
+and from its reorganized container (REORGANIZATION.md §C.3-C.4, §E).
 
-For each case and store preset, in one run:
+For each case, store preset and run kind (``in-sample``: the plan comes from the
+measured run's own trace; ``held-out``: from another run, :func:`patio.reorg.cases.
+plan_run` — twice the ranks per dimension, half-size requests — while the measured run
+has every start shifted by ``--shift`` % of its request), in one run:
 
-1. the file (random bytes) and the trace of the ranks' reads (MPI-IO requests, CSV)
-   are written to a scratch directory; ``patio reorg apply`` reorganizes the file
-   from the trace into a container beside it (its plan is reported);
-2. the scratch directory is served by ``patio mount prefetch --policy none
-   --direct-io --store PRESET --store-targets N`` (every read a real read of the file,
-   paced by the storage model; a fresh mount per measurement, so no measurement
-   inherits another's target clocks);
-3. ``mpirun -n RANKS --oversubscribe python -m patio.reorg.ranks`` reads through the
-   mount in each mode (:mod:`patio.reorg.ranks`): ``original`` (independent
-   ``Read_at`` per request), ``collective`` (file view + ``Read_at_all``, the
-   strongest baseline the MPI library offers on the original), ``reorganized``
+1. the file (random bytes) and the trace of the planning run's reads (MPI-IO requests,
+   CSV) are written to a scratch directory; ``patio reorg apply --store PRESET``
+   reorganizes the file from the trace into a container beside it;
+2. ``--storage model``: the scratch directory is served by ``patio mount prefetch
+   --policy none --direct-io --store PRESET --store-targets N`` (every read a real read
+   of the file, paced by the storage model, every file in its own modelled address
+   range; a fresh mount per measurement, so none inherits another's target clocks).
+   ``--storage real``: the ranks use the files on the local file system directly; before
+   every measurement each file is fsynced and dropped from the page cache
+   (``POSIX_FADV_DONTNEED``), and the fraction still resident (``mincore``) is reported;
+3. ``mpirun -n RANKS --oversubscribe python -m patio.reorg.ranks`` reads in each mode
+   (:mod:`patio.reorg.ranks`): ``original`` (independent ``Read_at`` per request),
+   ``original_batched`` (the rank's requests at once, with the reorganized read's data
+   sieving), ``collective`` (file view + ``Read_at_all``), ``reorganized``
    (``patio.mpi`` + ``read_extents``) and ``reorganized_pieces`` (the container read
    request by request). Seconds are barrier to barrier, opens included; every rank
    checks its bytes against the source.
 
-``--sweeps`` adds the robustness sweeps (requests X % smaller than planned; starts
-shifted by X % of the request) and the gain against the number of pieces per rank
-(IOR transfers per block). Output: a table, or ``--json``
-``{"cases": [{"name", "store", "ranks", "original_s", "collective_s",
-"reorganized_s", "speedup", ...}], "sweeps": [...]}``.
+``speedup`` is original over reorganized; ``speedup_vs_best`` the best (fastest) of the
+three original methods over reorganized; with ``--storage both`` each case has a model
+and a real row and both carry ``model_error`` = model ``speedup_vs_best`` / real
+``speedup_vs_best``. ``--sweeps`` adds the robustness sweeps (requests X % smaller than
+planned; starts shifted by X % of the request) and the gain against the number of pieces
+per rank (IOR transfers per block), on the model. Output: a table, or ``--json``
+``{"cases": [{"name", "store", "storage", "held_out", "ranks", "original_s",
+"original_batched_s", "collective_s", "reorganized_s", "speedup", "speedup_vs_best",
+"model_error", ...}], "sweeps": [...]}``.
 """
 
 from __future__ import annotations
@@ -41,14 +51,17 @@ from typing import Any, Self
 
 import numpy as np
 
-from patio import _mpirun
+from patio import _coldcache, _mpirun
 from patio._binary import patio_binary
-from patio.reorg.cases import CASES, Case, ior, tile
+from patio.reorg.cases import CASES, Case, ior, plan_run, tile
 
 PROG = "patio bench reorg"
-MODES = ("original", "collective", "reorganized", "reorganized_pieces")
+MODES = ("original", "original_batched", "collective", "reorganized", "reorganized_pieces")
+ORIGINAL_METHODS = ("original", "original_batched", "collective")
 WRITE_MODES = ("write_original", "write_collective", "write_container")
 STORES = ("hdd", "ssd")
+STORAGES = ("model", "real")
+RUNS = ("in-sample", "held-out")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,7 +108,7 @@ class StoreMount:
 
 
 def write_inputs(case: Case, src: Path) -> tuple[Path, Path]:
-    """The data file and the trace of the ranks' reads."""
+    """The data file and the trace of ``case``'s reads (the run the plan comes from)."""
     data = src / "data.bin"
     rng = np.random.default_rng(7)
     chunk = 16 << 20
@@ -127,9 +140,12 @@ def reorganize(data: Path, trace: Path, out: Path, store: str) -> dict[str, Any]
 
 
 def run_mode(case: Case, mode: str, work: Path, store: str, targets: int,
-             perturbation: tuple[str, float] | None = None) -> dict[str, Any]:  # fmt: skip
-    """One measurement: a fresh mount, one ``mpirun``."""
-    src, mnt = work / "src", work / "mnt"
+             perturbation: tuple[str, float] | None = None, storage: str = "model") -> dict[str, Any]:  # fmt: skip
+    """One measurement: a fresh mount (model) or a dropped page cache (real), one
+    ``mpirun``. The result has ``resident``: the page-cache fraction of the scratch
+    files before the run (real storage; ``None`` on the model)."""
+    src = work / "src"
+    mnt = work / "mnt" if storage == "model" else src
     name = {"write_original": "written.bin", "write_collective": "written.bin",
             "write_container": "written.pc"}.get(mode, "data.pc" if mode.startswith("reorganized") else "data.bin")  # fmt: skip
     for stale in (src / "written.bin", src / "written.pc"):
@@ -145,30 +161,79 @@ def run_mode(case: Case, mode: str, work: Path, store: str, targets: int,
     }  # fmt: skip
     spec_path = work / "spec.json"
     spec_path.write_text(json.dumps(spec))
-    with StoreMount(src, mnt, store, targets):
-        done = subprocess.run(
-            [*mpirun(case.ranks), sys.executable, "-m", "patio.reorg.ranks", str(spec_path)],
-            capture_output=True, text=True, env=_mpirun.environment(), check=False, timeout=3600,
-        )  # fmt: skip
+    cmd = [*mpirun(case.ranks), sys.executable, "-m", "patio.reorg.ranks", str(spec_path)]
+    resident = None
+    if storage == "model":
+        with StoreMount(src, mnt, store, targets):
+            done = subprocess.run(cmd, capture_output=True, text=True, env=_mpirun.environment(),
+                                  check=False, timeout=3600)  # fmt: skip
+    else:
+        resident = _coldcache.drop(p for p in src.rglob("*") if p.is_file())
+        done = subprocess.run(cmd, capture_output=True, text=True, env=_mpirun.environment(),
+                              check=False, timeout=3600)  # fmt: skip
     if done.returncode != 0 or not out.exists():
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         raise SystemExit(f"{PROG}: error: {mode} run failed: {' | '.join(tail)}")
     result: dict[str, Any] = json.loads(out.read_text())
     if not result["ok"]:
         raise SystemExit(f"{PROG}: error: {mode} read wrong bytes")
+    result["resident"] = resident
     return result
 
 
+def ratios(row: dict[str, Any]) -> None:
+    """The row's speedups from its seconds: ``speedup`` (original), ``speedup_vs_collective``,
+    ``speedup_vs_best`` (the fastest original method, named in ``best_original``)."""
+    reorg = row.get("reorganized_s")
+    if not reorg:
+        return
+    if "original_s" in row:
+        row["speedup"] = row["original_s"] / reorg
+    if "collective_s" in row:
+        row["speedup_vs_collective"] = row["collective_s"] / reorg
+    present = [m for m in ORIGINAL_METHODS if f"{m}_s" in row]
+    if present:
+        best = min(present, key=lambda m: row[f"{m}_s"])
+        row["best_original"] = best
+        row["speedup_vs_best"] = row[f"{best}_s"] / reorg
+
+
+def model_errors(rows: list[dict[str, Any]]) -> None:
+    """``model_error`` (model ``speedup_vs_best`` / real ``speedup_vs_best``) on both rows
+    of every case measured on both storages."""
+    key = ("name", "store", "held_out", "ranks", "pieces_per_rank")
+    by: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(tuple(r[k] for k in key), {})[r["storage"]] = r
+    for pair in by.values():
+        m, r = pair.get("model"), pair.get("real")
+        if m and r and m.get("speedup_vs_best") and r.get("speedup_vs_best"):
+            err = m["speedup_vs_best"] / r["speedup_vs_best"]
+            for x in (m, r):
+                x["model_speedup_vs_best"] = m["speedup_vs_best"]
+                x["real_speedup_vs_best"] = r["speedup_vs_best"]
+                x["model_error"] = err
+
+
 def measure_case(case: Case, store: str, targets: int, work: Path, modes: tuple[str, ...],
-                 repeat: int, log: Any) -> dict[str, Any]:  # fmt: skip
+                 repeat: int, log: Any, held_out: bool = False, shift: float = 10.0,
+                 storages: tuple[str, ...] = ("model",)) -> list[dict[str, Any]]:  # fmt: skip
+    """One row per storage: ``case`` read in each of ``modes``; the plan from ``case``'s
+    own trace, or (``held_out``) from :func:`plan_run`'s with ``case``'s starts shifted
+    by ``shift`` % of their request."""
     src = work / "src"
     src.mkdir(parents=True, exist_ok=True)
     (work / "mnt").mkdir(exist_ok=True)
-    data, trace = write_inputs(case, src)
+    planned = plan_run(case) if held_out else case
+    perturbation = ("shifted", shift) if held_out else None
+    data, trace = write_inputs(planned, src)
     applied = reorganize(data, trace, src / "data.pc", store)
     plan = applied["plan"]
-    row: dict[str, Any] = {
+    base: dict[str, Any] = {
         "name": case.name, "store": store, "targets": targets, "ranks": case.ranks,
+        "held_out": held_out, "plan_ranks": planned.ranks,
+        "plan_request_bytes": planned.extents(0)[0][1], "request_bytes": case.extents(0)[0][1],
+        "shift_percent": shift if held_out else 0.0,
         "file_bytes": case.file_size, "pieces_per_rank": case.pieces_per_rank(),
         "remap_bytes": plan["remap_bytes"], "table_bytes": plan["table_bytes"],
         "index_bytes": applied["index_bytes"], "apply_s": applied["seconds"],
@@ -177,22 +242,29 @@ def measure_case(case: Case, store: str, targets: int, work: Path, modes: tuple[
         "model_seconds_before": plan["model_seconds_before"],
         "model_seconds_after": plan["model_seconds_one_request"],
     }  # fmt: skip
-    for mode in modes:
-        times = []
-        for _ in range(repeat):
-            r = run_mode(case, mode, work, store, targets)
-            times.append(r["seconds"])
-            row[f"{mode}_physical_reads"] = r["physical_reads"]
-        row[f"{mode}_s"] = min(times)
-        log(f"  {case.name} {store} {mode}: {min(times):.3f} s")
-    if "original_s" in row and "reorganized_s" in row:
-        row["speedup"] = row["original_s"] / row["reorganized_s"]
-    if "collective_s" in row and "reorganized_s" in row:
-        row["speedup_vs_collective"] = row["collective_s"] / row["reorganized_s"]
-    if "write_original_s" in row and "write_container_s" in row:
-        row["write_speedup"] = row["write_original_s"] / row["write_container_s"]
+    rows = []
+    for storage in storages:
+        row = dict(base, storage=storage)
+        resident = []
+        for mode in modes:
+            times = []
+            for _ in range(repeat):
+                r = run_mode(case, mode, work, store, targets, perturbation, storage)
+                times.append(r["seconds"])
+                row[f"{mode}_physical_reads"] = r["physical_reads"]
+                if r["resident"] is not None:
+                    resident.append(r["resident"])
+            row[f"{mode}_s"] = min(times)
+            log(f"  {case.name} {store} {'held-out' if held_out else 'in-sample'} {storage} {mode}: "
+                f"{min(times):.3f} s")  # fmt: skip
+        if resident:
+            row["resident_before_max"] = max(resident)
+        ratios(row)
+        if "write_original_s" in row and "write_container_s" in row:
+            row["write_speedup"] = row["write_original_s"] / row["write_container_s"]
+        rows.append(row)
     shutil.rmtree(src)
-    return row
+    return rows
 
 
 def sweeps(case: Case, store: str, targets: int, work: Path, log: Any) -> list[dict[str, Any]]:
@@ -223,9 +295,10 @@ def pieces_sweep(args: argparse.Namespace, store: str, work: Path, log: Any) -> 
     out = []
     for transfer_kib in sorted({min(t, args.block_kib) for t in (1024, 256, 64, 16, 4)}, reverse=True):
         case = ior(args.ranks, args.segments, args.block_kib * 1024, transfer_kib * 1024)
-        row = measure_case(case, store, args.targets, work, ("original", "collective", "reorganized"), 1, log)
-        row["sweep"] = "pieces"
-        out.append(row)
+        modes = ("original", "original_batched", "collective", "reorganized")
+        for row in measure_case(case, store, args.targets, work, modes, 1, log):
+            row["sweep"] = "pieces"
+            out.append(row)
     return out
 
 
@@ -241,6 +314,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tiles", type=int, default=8, help="tiles per side (ranks = tiles^2, default 8)")
     p.add_argument("--tile-elems", type=int, default=1024, help="elements per tile side (default 1024)")
     p.add_argument("--elem-bytes", type=int, default=8, help="bytes per element (default 8)")
+    p.add_argument("--storage", choices=(*STORAGES, "both"), default="model",
+                   help="the striped storage model (a FUSE mount), the real local disk with the page "
+                        "cache dropped, or both (default model)")
+    p.add_argument("--run", choices=RUNS, action="append",
+                   help="in-sample (plan from the measured run) and/or held-out (default both)")
+    p.add_argument("--shift", type=float, default=10.0,
+                   help="held-out run: starts shifted by this %% of the request (default 10)")
+    p.add_argument("--mode", choices=MODES, action="append", help="read modes (default all)")
     p.add_argument("--repeat", type=int, default=1, help="runs per measurement (the fastest is kept)")
     p.add_argument("--sweeps", action="store_true", help="also the robustness and pieces-per-rank sweeps")
     p.add_argument("--no-writes", action="store_true", help="skip the IOR write measurements")
@@ -251,17 +332,21 @@ def parser() -> argparse.ArgumentParser:
 
 def table(rows: list[dict[str, Any]]) -> str:
     cols = [
-        ("case", "name", "6"), ("store", "store", "5"), ("ranks", "ranks", ">5"),
+        ("case", "name", "6"), ("store", "store", "5"), ("storage", "storage", "7"),
+        ("run", "run", "9"), ("ranks", "ranks", ">5"),
         ("pieces", "pieces_per_rank", ">6"), ("original", "original_s", ">9.3f"),
+        ("batched", "original_batched_s", ">8.3f"),
         ("collective", "collective_s", ">10.3f"), ("reorg", "reorganized_s", ">8.3f"),
         ("reorg/req", "reorganized_pieces_s", ">9.3f"), ("speedup", "speedup", ">7.2f"),
-        ("vs coll", "speedup_vs_collective", ">7.2f"), ("w-orig", "write_original_s", ">8.3f"),
+        ("vs coll", "speedup_vs_collective", ">7.2f"), ("vs best", "speedup_vs_best", ">7.2f"),
+        ("model err", "model_error", ">9.2f"), ("w-orig", "write_original_s", ">8.3f"),
         ("w-coll", "write_collective_s", ">8.3f"), ("w-cont", "write_container_s", ">8.3f"),
         ("remap B", "remap_bytes", ">8"), ("table B", "table_bytes", ">9"),
     ]  # fmt: skip
     width = {k: "".join(ch for ch in f.split(".")[0] if ch.isdigit()) for _, k, f in cols}
     lines = [" ".join(f"{h:>{width[k]}}" if ">" in f else f"{h:{width[k]}}" for h, k, f in cols)]
     for r in rows:
+        r = dict(r, run="held-out" if r.get("held_out") else "in-sample")
         cells = []
         for _, k, f in cols:
             v = r.get(k)
@@ -278,8 +363,13 @@ def main(argv: list[str]) -> int:
             parser().error(f"--{name.replace('_', '-')} must be at least 1")
     if args.block_kib % args.transfer_kib:
         parser().error("--block-kib must be a multiple of --transfer-kib")
+    if not 0 <= args.shift < 100:
+        parser().error("--shift must be in [0, 100)")
     cases = args.case or list(CASES)
     stores = args.store or list(STORES)
+    runs = args.run or list(RUNS)
+    storages = STORAGES if args.storage == "both" else (args.storage,)
+    reads = tuple(m for m in MODES if m in (args.mode or MODES))
 
     def log(msg: str) -> None:  # progress, on stderr also with --json
         print(msg, file=sys.stderr, flush=True)
@@ -288,6 +378,12 @@ def main(argv: list[str]) -> int:
         "ior": ior(args.ranks, args.segments, args.block_kib * 1024, args.transfer_kib * 1024),
         "tile": tile(args.tiles, args.tiles, args.tile_elems, args.elem_bytes),
     }
+    if "held-out" in runs:
+        for name in cases:
+            try:
+                plan_run(made[name])
+            except ValueError as e:
+                parser().error(str(e))
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="patio-reorg-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
@@ -296,15 +392,20 @@ def main(argv: list[str]) -> int:
         for store in stores:
             for name in cases:
                 case = made[name]
-                log(f"{name} on {store} ({case.ranks} ranks, {case.file_size >> 20} MiB)")
-                modes = MODES + (WRITE_MODES if name == "ior" and not args.no_writes else ())
-                rows.append(measure_case(case, store, args.targets, work, modes, args.repeat, log))
+                for run in runs:
+                    held = run == "held-out"
+                    log(f"{name} on {store}, {run} ({case.ranks} ranks, {case.file_size >> 20} MiB)")
+                    writes = name == "ior" and not held and not args.no_writes
+                    modes = reads + (WRITE_MODES if writes else ())
+                    rows += measure_case(case, store, args.targets, work, modes, args.repeat, log,
+                                         held, args.shift, storages)  # fmt: skip
             if args.sweeps:
                 sweep_rows += sweeps(made["ior"], store, args.targets, work, log)
                 sweep_rows += pieces_sweep(args, store, work, log)
     finally:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)
+    model_errors(rows)
     result = {
         "store_targets": args.targets,
         "cases": rows,

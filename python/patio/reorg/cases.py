@@ -11,6 +11,12 @@ that describes the same bytes for a collective read.
 
 ``perturb`` derives the robustness sweeps' requests: each request ``X`` % smaller
 than planned (same start), or every start shifted by ``X`` % of the request.
+
+``plan_run`` is the held-out benchmark's first run, whose trace the plan comes from: the
+same file read by another rank count with other request sizes (IOR: twice the ranks,
+half the block and transfer; tile: twice the tiles per side, half the tile side). The
+measured second run is the case itself with every start shifted (``perturb``), so the
+plan has seen neither its rank count, nor its request sizes, nor its offsets.
 """
 
 from __future__ import annotations
@@ -108,3 +114,15 @@ def perturb(extents: list[tuple[int, int]], kind: str, percent: float, size: int
         if n2 > 0:
             out.append((o2, n2))
     return out
+
+
+def plan_run(case: Case) -> Case:
+    """The run a held-out plan is made from (see the module's text): the same file and
+    bytes, twice the ranks per dimension, half-size requests."""
+    if case.name == "ior":
+        if case.block % 2 or case.transfer % 2:
+            raise ValueError("a held-out IOR run needs an even block and transfer")
+        return ior(case.ranks * 2, case.segments, case.block // 2, case.transfer // 2)
+    if case.elems % 2:
+        raise ValueError("a held-out tile run needs an even tile side")
+    return tile(case.tiles_x * 2, case.tiles_y * 2, case.elems // 2, case.elem)
