@@ -162,6 +162,11 @@ impl Decider {
         &self.replicas
     }
 
+    /// Forgets the remembered decisions (the next choice of any selection is made anew).
+    pub fn forget(&mut self) {
+        self.memo.clear();
+    }
+
     /// The original's layout.
     pub fn original(&self) -> &Layout {
         &self.original
@@ -195,11 +200,27 @@ impl Decider {
     /// itself carry it in its priced form (see [`Decider::choose`]).
     pub fn candidates(&self, sel: &Selection) -> Result<Vec<Candidate>> {
         let (request, axes) = self.request_form(sel)?;
-        self.candidates_of(&request, axes)
+        self.candidates_of(&request, axes, false)
     }
 
-    fn candidates_of(&self, sel: &Selection, axes: Option<Vec<Axis>>) -> Result<Vec<Candidate>> {
+    /// The candidates, the original first, then those of whole and point replicas, then
+    /// those of product replicas, then a combination. With `prune`, a candidate that
+    /// provably costs at least the cheapest one so far is left out before its most
+    /// expensive part is priced (see [`Bound`]): the cheapest candidate is still found.
+    fn candidates_of(
+        &self,
+        sel: &Selection,
+        axes: Option<Vec<Axis>>,
+        prune: bool,
+    ) -> Result<Vec<Candidate>> {
         let mut out = vec![self.candidate(Plan::Original, vec![(None, sel.clone())])?];
+        let original = out[0].seconds;
+        let bound = |out: &[Candidate]| {
+            prune.then(|| Bound {
+                original,
+                best: out.iter().map(|c| c.seconds).fold(f64::INFINITY, f64::min),
+            })
+        };
         for (i, r) in self.replicas.iter().enumerate() {
             let c = match (&r.holds, &axes, sel) {
                 (Holds::Everything, _, _) => {
@@ -209,20 +230,63 @@ impl Decider {
                 | (Holds::Transposed { perm }, None, Selection::Points { .. }) => {
                     Some(self.candidate(Plan::Whole(i), vec![(Some(i), permuted(sel, perm))])?)
                 }
-                (Holds::Product { sets, perm }, Some(a), _) => {
-                    self.concat_product(i, sets, perm, a)?
-                }
                 (Holds::Points { linear }, _, Selection::Points { coords, .. }) => {
-                    self.concat_points(i, linear, coords)?
+                    self.concat_points(i, linear, coords, bound(&out))?
                 }
                 _ => None,
             };
             out.extend(c);
         }
         if let Some(a) = &axes {
-            out.extend(self.combined(a)?);
+            for (i, r) in self.replicas.iter().enumerate() {
+                if let Holds::Product { sets, perm } = &r.holds {
+                    let c = self.concat_product(i, sets, perm, a, bound(&out))?;
+                    out.extend(c);
+                }
+            }
+            let c = self.combined(a, bound(&out))?;
+            out.extend(c);
         }
         Ok(out)
+    }
+
+    /// The parts of a candidate priced one after the other, stopping (None) as soon as
+    /// the bound proves it cannot be the cheapest: after the replica parts (`held`, the
+    /// part of the request they serve, in the original's index space) and before the
+    /// rest read from the original.
+    fn bounded(
+        &self,
+        plan: Plan,
+        parts: Vec<(Option<usize>, Selection)>,
+        held: impl FnOnce() -> Selection,
+        bound: Option<Bound>,
+    ) -> Result<Option<Candidate>> {
+        let Some(b) = bound else {
+            return self.candidate(plan, parts).map(Some);
+        };
+        let mut replica_parts = 0.0;
+        for (src, sel) in parts.iter().filter(|p| p.0.is_some()) {
+            replica_parts += price_selection(&self.model, &self.consts, self.layout(*src), sel)?;
+        }
+        if b.beaten(replica_parts) {
+            return Ok(None);
+        }
+        let has_rest = parts.iter().any(|p| p.0.is_none());
+        if has_rest {
+            let h = price_selection(&self.model, &self.consts, &self.original, &held())?;
+            if b.beaten(replica_parts + (b.original - h).max(0.0)) {
+                return Ok(None);
+            }
+        }
+        let mut seconds = replica_parts;
+        for (src, sel) in parts.iter().filter(|p| p.0.is_none()) {
+            seconds += price_selection(&self.model, &self.consts, self.layout(*src), sel)?;
+        }
+        Ok(Some(Candidate {
+            plan,
+            seconds,
+            parts,
+        }))
     }
 
     /// The cheapest candidate and its modelled saving over the original, remembered
@@ -233,7 +297,7 @@ impl Decider {
         if let Some(hit) = self.memo.get(&request) {
             return Ok(hit.clone());
         }
-        let cands = self.candidates_of(&request, axes)?;
+        let cands = self.candidates_of(&request, axes, true)?;
         let original = cands[0].seconds;
         let mut best = 0;
         for (i, c) in cands.iter().enumerate().skip(1) {
@@ -255,6 +319,7 @@ impl Decider {
         sets: &[Axis],
         perm: &[usize],
         axes: &[Axis],
+        bound: Option<Bound>,
     ) -> Result<Option<Candidate>> {
         let outside: Vec<usize> = (0..axes.len())
             .filter(|&j| !contains(&sets[j], &axes[j]))
@@ -292,16 +357,20 @@ impl Decider {
             (Some(i), permuted(&Selection::grid(g), perm)),
             (None, Selection::grid(Grid { axes: rest })),
         ];
-        Ok(Some(self.candidate(
-            Plan::Split {
-                replica: i,
-                axis: k,
-            },
-            parts,
-        )?))
+        let plan = Plan::Split {
+            replica: i,
+            axis: k,
+        };
+        self.bounded(plan, parts, || with_axis(axes, k, held), bound)
     }
 
-    fn concat_points(&self, i: usize, linear: &[u64], coords: &[u64]) -> Result<Option<Candidate>> {
+    fn concat_points(
+        &self,
+        i: usize,
+        linear: &[u64],
+        coords: &[u64],
+        bound: Option<Bound>,
+    ) -> Result<Option<Candidate>> {
         let shape = &self.original.shape;
         let d = shape.len().max(1);
         let (held, rest) = split_points(shape, linear, coords);
@@ -329,16 +398,22 @@ impl Decider {
                 },
             ));
         }
-        Ok(Some(self.candidate(
-            Plan::Points {
-                replica: i,
-                rest: has_rest,
-            },
-            parts,
-        )?))
+        let plan = Plan::Points {
+            replica: i,
+            rest: has_rest,
+        };
+        let held_points = || Selection::Points {
+            rank: shape.len(),
+            coords: held
+                .iter()
+                .flat_map(|h| &coords[h.1 * d..(h.1 + 1) * d])
+                .copied()
+                .collect(),
+        };
+        self.bounded(plan, parts, held_points, bound)
     }
 
-    fn combined(&self, axes: &[Axis]) -> Result<Option<Candidate>> {
+    fn combined(&self, axes: &[Axis], bound: Option<Bound>) -> Result<Option<Candidate>> {
         let d = axes.len();
         let mut best: Option<Candidate> = None;
         for k in 0..d {
@@ -395,23 +470,55 @@ impl Decider {
                 parts.push((Some(*i), permuted(&Selection::grid(g), perm)));
             }
             let rest = !missing.is_empty();
+            let held = || with_axis(axes, k, subtract(&axes[k], &missing));
             if rest {
-                let mut r = axes.to_vec();
-                r[k] = missing;
-                parts.push((None, Selection::grid(Grid { axes: r })));
+                parts.push((None, with_axis(axes, k, missing.clone())));
             }
             let plan = Plan::Combined {
                 replicas: chosen.iter().map(|c| c.0).collect(),
                 axis: k,
                 rest,
             };
-            let c = self.candidate(plan, parts)?;
-            if best.as_ref().is_none_or(|b| c.seconds < b.seconds) {
-                best = Some(c);
+            let bound = bound.map(|b| Bound {
+                best: best.as_ref().map_or(b.best, |c| c.seconds.min(b.best)),
+                ..b
+            });
+            if let Some(c) = self.bounded(plan, parts, held, bound)? {
+                if best.as_ref().is_none_or(|b| c.seconds < b.seconds) {
+                    best = Some(c);
+                }
             }
         }
         Ok(best)
     }
+}
+
+/// What pruning knows: the original's price and the cheapest candidate's so far.
+///
+/// A candidate reading replica parts and the rest `R` of the request `Q` from the
+/// original costs at least `replicas + max(0, T(Q) - T(H))`, `H` the part of `Q` the
+/// replicas serve, read from the original: `Q`'s pages (and runs of pages) on each
+/// target are at most `H`'s plus `R`'s, and its decompressed bytes at most theirs, so
+/// `T(Q) <= T(H) + T(R)` under eq 3.1.
+#[derive(Clone, Copy, Debug)]
+struct Bound {
+    original: f64,
+    best: f64,
+}
+
+impl Bound {
+    /// True when a candidate costing at least `lower` cannot be chosen (with a margin
+    /// for rounding: near-ties are priced in full).
+    fn beaten(&self, lower: f64) -> bool {
+        lower > self.best * (1.0 + 1e-9)
+    }
+}
+
+/// A grid of `axes` with axis `k` replaced by `a`.
+fn with_axis(axes: &[Axis], k: usize, a: Axis) -> Selection {
+    let mut v = axes.to_vec();
+    v[k] = a;
+    Selection::grid(Grid { axes: v })
 }
 
 /// The request's points (`coords`, rank `shape.len()`) a point replica holding the

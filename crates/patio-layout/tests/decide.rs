@@ -274,3 +274,110 @@ fn replicas_that_do_not_match_the_array_are_refused() {
     };
     assert!(Decider::new(orig, vec![bad], model, Constants::default()).is_err());
 }
+
+/// A 64 x 512 array of doubles (4 KiB rows) with two concatenated row-set replicas (the
+/// second stored transposed) and a point replica: big enough for split, combined and
+/// point plans to win, so pruning (which skips candidates before pricing their rest)
+/// is checked where it matters.
+fn rows_case(a: &[u64], b: &[u64], pts: &[u64]) -> Decider {
+    let orig = Layout::contiguous(&[64, 512], ITEM, 0).unwrap();
+    let cols: Vec<u64> = (0..512).collect();
+    let mut reps = Vec::new();
+    for (rows, perm, base) in [(a, vec![0, 1], 1u64 << 24), (b, vec![1, 0], 1 << 25)] {
+        let shape: Vec<u64> = perm.iter().map(|&j| [rows.len() as u64, 512][j]).collect();
+        reps.push(Replica {
+            layout: Layout::contiguous(&shape, ITEM, base).unwrap(),
+            holds: Holds::Product {
+                sets: vec![set(rows), set(&cols)],
+                perm,
+            },
+        });
+    }
+    reps.push(Replica {
+        layout: Layout::contiguous(&[pts.len() as u64], ITEM, 1 << 26).unwrap(),
+        holds: Holds::Points {
+            linear: pts.to_vec(),
+        },
+    });
+    let consts = Constants {
+        t_pg: 5e-6,
+        t_chk: 1e-4,
+        t_lat: 1e-4,
+        t_dec: 0.0,
+    };
+    Decider::new(orig, reps, Striping::by_name("ssd").unwrap(), consts).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn pruning_keeps_the_cheapest_candidate(
+        a in subset(64), b in subset(64), rows in subset(64),
+        lo in 0..512u64, n in 1..512u64,
+        pts in prop::collection::btree_set(0..64 * 512u64, 1..40),
+        qs in prop::collection::vec(0..64 * 512u64, 1..30),
+        use_points in any::<bool>(),
+    ) {
+        let pts: Vec<u64> = pts.into_iter().collect();
+        let mut d = rows_case(&a, &b, &pts);
+        let sel = if use_points {
+            // Half the request from the replica's points, half anywhere.
+            let coords = qs.iter().enumerate().flat_map(|(i, &q)| {
+                let l = if i % 2 == 0 { pts[q as usize % pts.len()] } else { q };
+                [l / 512, l % 512]
+            }).collect();
+            Selection::Points { rank: 2, coords }
+        } else {
+            let hi = (lo + n).min(512);
+            Selection::grid(Grid { axes: vec![set(&rows), Axis { blocks: vec![(lo, hi - lo)] }] })
+        };
+        let cands = d.candidates(&sel).unwrap();
+        let cheapest = cands.iter().map(|x| x.seconds).fold(f64::INFINITY, f64::min);
+        let (best, _) = d.choose(&sel).unwrap();
+        prop_assert_eq!(best.seconds, cheapest);
+    }
+}
+
+#[test]
+fn split_combined_and_point_plans_win_where_they_should() {
+    let pts = [5, 1030, 2050, 9000];
+    let mut d = rows_case(&[10, 20, 30], &[40, 50, 60], &pts);
+    let all = Axis {
+        blocks: vec![(0, 512)],
+    };
+    let rows = |r: &[u64]| {
+        Selection::grid(Grid {
+            axes: vec![set(r), all.clone()],
+        })
+    };
+    let plan = |d: &mut Decider, s: &Selection| d.choose(s).unwrap().0.plan;
+    use patio_layout::Plan;
+    assert_eq!(plan(&mut d, &rows(&[10, 20, 30])), Plan::Sub(0));
+    assert_eq!(
+        plan(&mut d, &rows(&[10, 20, 30, 63])),
+        Plan::Split {
+            replica: 0,
+            axis: 0
+        }
+    );
+    assert_eq!(
+        plan(&mut d, &rows(&[10, 20, 30, 40, 50, 60])),
+        Plan::Combined {
+            replicas: vec![0, 1],
+            axis: 0,
+            rest: false
+        }
+    );
+    let points = Selection::Points {
+        rank: 2,
+        coords: vec![17, 296, 0, 5, 4, 2, 2, 6, 60, 500],
+    };
+    assert_eq!(
+        plan(&mut d, &points),
+        Plan::Points {
+            replica: 2,
+            rest: true
+        }
+    );
+}

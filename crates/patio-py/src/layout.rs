@@ -372,8 +372,14 @@ impl PyDecider {
         cands.iter().map(|c| candidate_tuple(py, c, None)).collect()
     }
 
+    /// Forgets the remembered decisions (to time a decision made anew).
+    fn forget(&mut self) {
+        self.inner.forget();
+    }
+
     /// The cheapest candidate (the original on ties) as `(plan, seconds, parts, saved)`;
-    /// remembered per selection.
+    /// remembered per selection (candidates that provably cost more than the cheapest
+    /// are not priced in full).
     fn choose<'py>(&mut self, py: Python<'py>, sel: &PySelection) -> PyResult<Bound<'py, PyTuple>> {
         let inner = &mut self.inner;
         let (c, saved) = py.allow_threads(|| inner.choose(&sel.inner)).map_err(err)?;
