@@ -14,6 +14,7 @@ mod query;
 mod reorg;
 mod replay;
 mod store_args;
+mod store_cmd;
 mod trace_cmd;
 
 use clap::{Parser, Subcommand};
@@ -61,6 +62,9 @@ enum Command {
     Reorg(reorg::ReorgCommand),
     /// Replay a trace's reads against a data file through the prefetch engine (none, readahead, stride, markov, pattern, oracle).
     Replay(replay::Args),
+    /// The striped storage model of this machine: `store probe [--dir D]` measures and saves it (`--store probed`).
+    #[command(subcommand)]
+    Store(store_cmd::StoreCommand),
     /// Trace a command's file I/O (LD_PRELOAD): `trace -- CMD`, `trace merge DIR -o T`, `trace convert`.
     Trace(trace_cmd::Args),
 }
@@ -87,6 +91,7 @@ fn main() -> ExitCode {
         Command::Query(args) => query::run(args),
         Command::Reorg(cmd) => reorg::run(cmd),
         Command::Replay(args) => replay::run(args),
+        Command::Store(cmd) => store_cmd::run(cmd),
         Command::Trace(args) => trace_cmd::run(args),
     };
     match result {

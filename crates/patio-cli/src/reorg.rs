@@ -6,7 +6,7 @@
 use crate::bench::{human_bytes, progress, sig3, write_stdout};
 use crate::load::load_trace;
 use anyhow::{Context, Result};
-use patio_prefetch::striped::{Striping, PRESETS};
+use patio_prefetch::striped::{Striping, StripingError, PRESETS};
 use patio_reorg::{apply, plan, Plan, PlanOptions, SelectOptions};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -70,7 +70,8 @@ pub struct Opts {
     /// The trace module to use (default MPIIO when present, else POSIX).
     #[arg(long)]
     module: Option<String>,
-    /// Storage model the gain is priced on: hdd, ssd or lustre (REORGANIZATION §E presets).
+    /// Storage model the gain is priced on: hdd, ssd or lustre (REORGANIZATION §E presets),
+    /// or probed (this machine's, from `patio store probe`).
     #[arg(long, default_value = "hdd")]
     store: String,
     /// Pattern detector window.
@@ -80,12 +81,13 @@ pub struct Opts {
 
 impl Opts {
     fn plan_options(&self) -> Result<PlanOptions> {
-        let striping = Striping::by_name(&self.store).map_err(|_| {
-            anyhow::anyhow!(
-                "--store must be one of {}, not {:?}",
+        let striping = Striping::by_name(&self.store).map_err(|e| match e {
+            StripingError::Probed(why) => anyhow::anyhow!("--store probed: {why}"),
+            _ => anyhow::anyhow!(
+                "--store must be one of {}, probed, not {:?}",
                 PRESETS.join(", "),
                 self.store
-            )
+            ),
         })?;
         if self.window < 2 {
             anyhow::bail!("--window must be at least 2, not {}", self.window);

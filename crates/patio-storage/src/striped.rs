@@ -106,8 +106,11 @@ pub struct Striping {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StripingError {
     /// [`Striping::by_name`] was given a name not in [`PRESETS`].
-    #[error("unknown storage preset {0:?} (valid: {valid})", valid = PRESETS.join(", "))]
+    #[error("unknown storage preset {0:?} (valid: {valid}, probed)", valid = PRESETS.join(", "))]
     UnknownPreset(String),
+    /// The preset `probed` could not be loaded (the message says why and what to run).
+    #[error("{0}")]
+    Probed(String),
     /// A parameter or an input is out of range (the message says which).
     #[error("invalid storage model input: {0}")]
     Invalid(String),
@@ -206,12 +209,16 @@ impl Striping {
         }
     }
 
-    /// The preset called `name` (one of [`PRESETS`]).
+    /// The preset called `name` (one of [`PRESETS`]), or `probed`: this machine's
+    /// parameters saved by `patio store probe` ([`crate::probed`]).
     pub fn by_name(name: &str) -> Result<Self, StripingError> {
         match name {
             "hdd" => Ok(Striping::hdd()),
             "ssd" => Ok(Striping::ssd()),
             "lustre" => Ok(Striping::lustre()),
+            "probed" => {
+                crate::probed::load_default().map_err(|e| StripingError::Probed(e.to_string()))
+            }
             other => Err(StripingError::UnknownPreset(other.to_string())),
         }
     }

@@ -1,28 +1,27 @@
 """The storage the cost model prices reads on: a striped storage model and eq 3.1's
 constants, kept in the knowledge base (``setting`` key ``device``).
 
-``patio layout probe`` measures the constants on the real storage: it writes a scratch
-file in the chosen directory, drops it from the page cache, and times ``O_DIRECT`` reads
-(contiguous reads of 1-256 pages, and 2-64 single pages or 8-page runs spread over the
-file), then fits ``t_lat + pages*t_pg + runs*t_chk`` by least squares, and times zlib's
-inflate for the decompression term ``t_dec`` of filtered chunks. With ``--model``
-it fits the same probe to the storage model's simulated times instead. Without a probe
+``patio layout probe`` measures the constants on the real storage: ``patio store
+probe`` calibrates the striped storage model on the chosen directory (the one
+definition of probing, shared with ``--store probed``), eq 3.1's
+``t_lat + pages*t_pg + runs*t_chk`` is fitted to that model's simulated probe reads by
+least squares, and zlib's inflate is timed for the decompression term ``t_dec`` of
+filtered chunks: the part of the probe only the layout decision needs. With
+``--model`` the constants are fitted to a preset storage model instead. Without a probe
 the decision uses the Lustre-like preset's fitted constants.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import mmap
-import os
-import tempfile
+import json
+import subprocess
 import time
 import zlib
 from typing import Any
 
 import numpy as np
 
-from .. import _coldcache as coldcache
 from . import cost
 
 DEFAULT_PRESET = "lustre"
@@ -59,54 +58,30 @@ def inflate_seconds_per_byte(nbytes: int = 8 << 20, reps: int = 3) -> float:
     return best / len(raw)
 
 
-def probe(directory: str, size: int = PROBE_BYTES, reps: int = 3,
-          preset: str = DEFAULT_PRESET) -> dict[str, Any]:
-    """Measures eq 3.1's constants on the storage holding ``directory``."""
-    model = cost.storage_model(preset).with_params(targets=1)
-    page = 4096
-    fd, path = tempfile.mkstemp(prefix=".patio-probe-", dir=directory)
-    try:
-        block = os.urandom(1 << 20)
-        for _ in range(size >> 20):
-            os.write(fd, block)
-        coldcache.drop_fd(fd)
-        os.close(fd)
-        fd = -1
-        flags = os.O_RDONLY | getattr(os, "O_DIRECT", 0)
-        try:
-            rfd = os.open(path, flags)
-            direct = bool(flags & getattr(os, "O_DIRECT", 0))
-        except OSError:
-            rfd = os.open(path, os.O_RDONLY)
-            direct = False
-        buf = mmap.mmap(-1, 256 * page)
-        try:
-            def timer(offs: list[int], lens: list[int]) -> float:
-                best = float("inf")
-                for _ in range(reps):
-                    if not direct:
-                        coldcache.drop_fd(rfd)
-                    t0 = time.perf_counter()
-                    for o, n in zip(offs, lens):
-                        os.preadv(rfd, [memoryview(buf)[:n]], o)
-                    best = min(best, time.perf_counter() - t0)
-                return best
+def probe(directory: str, size: int = PROBE_BYTES) -> dict[str, Any]:
+    """eq 3.1's constants for the storage holding ``directory``: the striped model
+    measured there by ``patio store probe`` (the one probe: cold reads, each at bytes
+    no earlier read touched), eq 3.1 fitted to that model, and zlib's inflate timed
+    here for ``t_dec``. Nothing is saved for ``--store probed`` (``patio store probe``
+    does that). A failed probe is an ``OSError`` carrying the command's message."""
+    from patio._binary import NOT_BUILT, find_patio
 
-            requests = cost.probe_requests(size, page)
-            # Shift every probe to a fresh region so no read is served by the device cache
-            # of an earlier one.
-            consts = dataclasses.replace(cost.fit_requests(model, requests, timer),
-                                         t_dec=inflate_seconds_per_byte())
-        finally:
-            buf.close()
-            os.close(rfd)
-    finally:
-        if fd >= 0:
-            os.close(fd)
-        os.unlink(path)
-    return {"source": "probe", "directory": os.path.abspath(directory), "direct_io": direct,
-            "store": model.params(), "constants": consts.to_json(), "measured_at": time.time(),
-            "bytes": size}
+    patio = find_patio()
+    if patio is None:
+        raise OSError(NOT_BUILT)
+    cmd = [patio, "store", "probe", "--dir", directory, "--mib", str(max(1, size >> 20)),
+           "--no-save", "--json"]
+    run = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        lines = run.stderr.strip().splitlines() or [f"exit {run.returncode}"]
+        raise OSError(lines[-1].removeprefix("patio: error: "))
+    measured = json.loads(run.stdout)
+    model = cost.storage_model(measured["striping"])
+    consts = dataclasses.replace(cost.fit_to_model(model), t_dec=inflate_seconds_per_byte())
+    return {"source": "probe", "directory": measured["directory"],
+            "direct_io": measured["direct_io"], "store": model.params(),
+            "constants": consts.to_json(), "measured_at": measured["measured_at"],
+            "bytes": measured["probe_bytes"], "samples": measured["samples"]}
 
 
 def describe(dev: dict[str, Any]) -> str:
