@@ -530,3 +530,45 @@ def test_several_replicas_combine_in_one_read(tmp_path: Path) -> None:
     for r in reps:
         r.close()
     kb.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=st.lists(st.integers(0, 50), max_size=40), b=st.lists(st.integers(0, 50), max_size=40),
+       wide=st.booleans())
+def test_index_array_keys_are_equal_exactly_when_the_arrays_are(a: list[int], b: list[int],
+                                                                 wide: bool) -> None:
+    x = np.asarray(a, np.int64)
+    y = np.asarray(b, np.int64 if wide else np.int32)
+    kx, ky = ph5._args_key((slice(None), x)), ph5._args_key((slice(None), y))
+    same = x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y)
+    assert (kx == ky) == same
+    if same:
+        assert hash(kx) == hash(ky)
+    assert ph5._args_key((slice(None), x.copy())) == kx
+
+
+def test_admission_weighs_the_decision_time_a_replica_adds(tmp_path: Path) -> None:
+    p = tmp_path / "adm.h5"
+    make_file(p, (256, 256))
+    with ph5.File(p) as f:
+        for j in range(0, 256, 37):
+            f["a"][:, j]
+    kb = KnowledgeBase(p)
+    kb.compact()
+    model, consts = device.model_device("ssd"), None
+    kb.set_setting("device", model)
+    model, consts = device.load(kb)
+    with h5py.File(p) as f:
+        dp = planner.evaluate(kb, f, "/a", model, consts, [])
+    kb.close()
+    assert dp.proposals and all(prop.marginal_s >= 0 for prop in dp.proposals)
+    assert all(row["overhead_s"] > 0 for row in dp.rows)
+    build, _, _ = planner.plan([dp], [], 1 << 40)
+    assert build
+    # The same proposals, each adding more to every decision than it saves: none admitted.
+    saved = sum(r["weight"] * (r["best_now"] - min(v for v in r["costs"].values()
+                                                  if v is not None)) for r in dp.rows)
+    for prop in dp.proposals:
+        prop.marginal_s = 2 * saved / sum(r["weight"] for r in dp.rows)
+    build, _, rejected = planner.plan([dp], [], 1 << 40)
+    assert build == [] and rejected == []

@@ -12,8 +12,10 @@ returns exactly what h5py returns on the original for the same arguments.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import h5py
 import numpy as np
@@ -94,8 +96,31 @@ class Decider:
             self._layouts[rep.row.id] = lay
             self.replicas.append(rep)
             natives.append((native_layout(lay), holds))
-        self._native = LayoutDecider(native_layout(self._orig_layout), natives, model,
-                                     consts.as_tuple())
+        #: The core's view of the original and of each replica (layout, what it holds).
+        self.native_original = native_layout(self._orig_layout)
+        self.natives: list[tuple[Any, tuple[Any, ...]]] = natives
+        self._native = LayoutDecider(self.native_original, natives, model, consts.as_tuple())
+
+    def decision_seconds(self, sels: list[Selection],
+                         extra: tuple[Any, tuple[Any, ...]] | None = None,
+                         repeat: int = 3) -> list[float]:
+        """The seconds the core takes to decide each selection anew (best of ``repeat``,
+        so a busy moment does not count), among the original and these replicas and,
+        when given, one more (``(StoredLayout, holds)``, e.g. a model of a replica not
+        built yet): what a decision costs a read, and what a replica would add to it."""
+        natives = self.natives + ([extra] if extra is not None else [])
+        d = LayoutDecider(self.native_original, natives, self.model, self.consts.as_tuple())
+        out = []
+        for sel in sels:
+            nsel = sel.native()
+            best = float("inf")
+            for _ in range(repeat):
+                d.forget()
+                t0 = time.perf_counter()
+                d.choose(nsel)
+                best = min(best, time.perf_counter() - t0)
+            out.append(best)
+        return out
 
     def layout_of(self, rep: Replica | None) -> Layout:
         return self._orig_layout if rep is None else self._layouts[rep.row.id]

@@ -51,7 +51,7 @@ from . import kblog
 from .selection import Hyperslab, Selection
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from typing import Self
 
 #: 2: record logs (``records/``, table ``record_log``), rollback journal, dot-file locks.
 SCHEMA_VERSION = 2

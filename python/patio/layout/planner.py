@@ -10,11 +10,14 @@ pattern's flattened extents *before* anything is built (model layouts at address
 Score (REORGANIZATION.md §A.5 [P], made explicit): a replica's score is
 ``decayed_reads * saved_seconds_per_read / (bytes + meta_bytes)``, reads decaying with
 a half-life of 7 days since the pattern was last seen (for a built replica: its uses
-since it was last used). Planning is greedy: the candidate with the highest score is
-admitted when it fits the free budget; when it does not, the lowest-scoring replicas
-are evicted for it only if their combined benefit is smaller than its own. After each
-admission the patterns it serves are priced at the new best, so two replicas are never
-built for the same reads.
+since it was last used). The saving is net of overhead: of each served read's measured
+decision time, and of the *marginal* decision time the replica adds to every read of
+the dataset (each replica is one more candidate to weigh; measured on the heaviest
+patterns as the decision's time with the replica's model layout minus without).
+Planning is greedy: the candidate with the highest score is admitted when it fits the
+free budget; when it does not, the lowest-scoring replicas are evicted for it only if
+their combined benefit is smaller than its own. After each admission the patterns it
+serves are priced at the new best, so two replicas are never built for the same reads.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import numpy as np
 
 from . import cost as costmodel
 from .decide import Decider
-from .flatten import Chunked, Contiguous
+from .flatten import Chunked, Contiguous, native_layout
 from .h5sel import product_axes
 from .kb import KnowledgeBase, Pattern
 from .replicas import Replica, derive_chunk, transpose_axes
@@ -39,6 +42,10 @@ from .storage import Layout
 HALF_LIFE = 7 * 86400.0
 #: Hot patterns considered per dataset.
 TOP_PATTERNS = 1024
+#: The heaviest patterns on which each proposal's marginal decision cost is measured.
+MARGINAL_SAMPLE = 8
+#: Allocation order of each re-chunked replica kind.
+CURVE_ORDER = {"chunked": "row", "zorder": "morton", "hilbert": "hilbert"}
 
 
 @dataclass
@@ -55,6 +62,8 @@ class Proposal:
     pattern: int | None = None
     benefit: float = 0.0  # decayed reads x seconds saved
     serves: list[int] = field(default_factory=list)
+    #: Measured seconds this replica adds to a decision on its dataset (weighted mean).
+    marginal_s: float = 0.0
 
     def label(self) -> str:
         if self.kind == "transposed":
@@ -153,22 +162,59 @@ def proposal_cost(model: Any, consts: costmodel.Constants, prop: Proposal, dset:
     """Modelled seconds of ``sel`` served by the proposed replica (None: not eligible)."""
     shape = tuple(int(n) for n in dset.shape)
     itemsize = dset.dtype.itemsize
-    if prop.kind == "transposed":
-        if product_axes(sel) is None and sel.kind != "points":
+    if prop.kind in ("transposed", "chunked", "zorder", "hilbert"):
+        if prop.kind == "transposed" and product_axes(sel) is None and sel.kind != "points":
             return None
-        axes = tuple(prop.params["axes"])
-        lay = Contiguous(tuple(shape[a] for a in axes), itemsize, 0)
-        return model_cost(model, consts, lay, sel.permuted(axes))
-    if prop.kind in ("chunked", "zorder", "hilbert"):
-        order = {"chunked": "row", "zorder": "morton", "hilbert": "hilbert"}[prop.kind]
-        lay = Chunked.in_order(shape, itemsize, tuple(prop.params["chunk"]), order, 0)
-        return model_cost(model, consts, lay, sel)
+        lay = _full_layout(prop, shape, itemsize)
+        axes = prop.params.get("axes")
+        return model_cost(model, consts, lay, sel.permuted(tuple(axes)) if axes else sel)
     base = union if union is not None else sel
     got = _concat_layout_and_selection(base, prop.axes_sets, sel, itemsize,
                                        prop.params.get("axes"))
     if got is None:
         return None
     return model_cost(model, consts, got[0], got[1])
+
+
+def _full_layout(prop: Proposal, shape: tuple[int, ...], itemsize: int) -> Layout:
+    """The model layout (at address 0) of a transposed or re-chunked proposal."""
+    if prop.kind == "transposed":
+        return Contiguous(tuple(shape[a] for a in prop.params["axes"]), itemsize, 0)
+    return Chunked.in_order(shape, itemsize, tuple(prop.params["chunk"]),
+                            CURVE_ORDER[prop.kind], 0)
+
+
+def proposal_native(prop: Proposal, dset: h5py.Dataset) -> tuple[Any, tuple[Any, ...]] | None:
+    """The layout core's view of a proposed replica (its model layout and what it
+    holds), as a decider would weigh it once built; None when it would serve nothing."""
+    shape = tuple(int(n) for n in dset.shape)
+    itemsize = dset.dtype.itemsize
+    if prop.kind == "transposed":
+        return native_layout(_full_layout(prop, shape, itemsize)), \
+            ("transposed", list(prop.params["axes"]))
+    if prop.kind in CURVE_ORDER:
+        return native_layout(_full_layout(prop, shape, itemsize)), ("everything",)
+    if prop.axes_sets is not None:
+        perm = list(prop.params.get("axes") or range(len(shape)))
+        rshape = tuple(len(prop.axes_sets[a]) for a in perm)
+        sets = [np.asarray(a, np.int64) for a in prop.axes_sets]
+        return native_layout(Contiguous(rshape, itemsize, 0)), ("product", sets, perm)
+    if prop.sel is not None and prop.sel.kind == "points":
+        lin = np.unique(prop.sel.linear_indices()).astype(np.int64)
+        return native_layout(Contiguous((len(lin),), itemsize, 0)), ("points", lin)
+    return None
+
+
+def marginal_seconds(decider: Decider, prop: Proposal, dset: h5py.Dataset,
+                     sels: list[Selection], weights: list[float], without: list[float]
+                     ) -> float:
+    """The weighted mean over ``sels`` of what weighing ``prop`` adds to a decision."""
+    extra = proposal_native(prop, dset)
+    if extra is None or not sels:
+        return 0.0
+    with_ = decider.decision_seconds(sels, extra)
+    total = sum(weights) or 1.0
+    return sum(w * max(0.0, a - b) for w, a, b in zip(weights, with_, without)) / total
 
 
 @dataclass
@@ -189,16 +235,12 @@ def evaluate(kb: KnowledgeBase, f: h5py.File, dset_name: str, model: Any,
     now = time.time()
     rows = []
     unions = {p.id: p.union() for p in pats}
-    for p in pats:
-        sel = representative(p)
-        # What deciding costs a read of this pattern here (pricing every current
-        # candidate through the layout core; the best of 3, so a busy moment does not
-        # count): a replica must save more than this.
-        overhead = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            current = {c.name: c.seconds for c in decider.candidates(sel)}
-            overhead = min(overhead, time.perf_counter() - t0)
+    sels = [representative(p) for p in pats]
+    # What deciding costs a read of each pattern here (the layout core weighing every
+    # current candidate): a replica must save more than this.
+    overheads = decider.decision_seconds(sels)
+    for p, sel, overhead in zip(pats, sels, overheads):
+        current = {c.name: c.seconds for c in decider.candidates(sel)}
         # The decider prices the original (always a candidate) and the built replicas.
         costs: dict[str, float | None] = dict(current)
         for prop in props:
@@ -210,6 +252,12 @@ def evaluate(kb: KnowledgeBase, f: h5py.File, dset_name: str, model: Any,
                      "hi": list(hi), "weight": p.reads * decay(p.last_seen, now),
                      "best_now": min(current.values()), "costs": costs,
                      "overhead_s": overhead})
+    heavy = sorted(range(len(rows)), key=lambda i: rows[i]["weight"],
+                   reverse=True)[:MARGINAL_SAMPLE]
+    for prop in props:
+        prop.marginal_s = marginal_seconds(decider, prop, dset, [sels[i] for i in heavy],
+                                           [rows[i]["weight"] for i in heavy],
+                                           [overheads[i] for i in heavy])
     return DatasetPlan(dset_name, rows, props)
 
 
@@ -239,7 +287,9 @@ def plan(plans: list[DatasetPlan], existing: list[Any], budget: int
     pending = [(dp, prop) for dp in plans for prop in dp.proposals]
     while pending:
         for dp, prop in pending:
-            prop.benefit, prop.serves = 0.0, []
+            # Every later read of the dataset weighs this replica too.
+            prop.benefit = -prop.marginal_s * sum(row["weight"] for row in dp.rows)
+            prop.serves = []
             for row in dp.rows:
                 c = row["costs"].get(prop.label())
                 cur = best_now[(dp.dset, row["pattern"])]
