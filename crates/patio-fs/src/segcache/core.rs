@@ -38,12 +38,14 @@
 //! cache off for the rest of the mount: reads go to SOURCE, and the reason is kept.
 
 use super::graph::{Item, Popularity, SuccessorGraph};
+use super::memtier::MemTier;
 use super::stats::CacheStats;
 use super::store::{SegmentFile, SlotAllocator};
+use super::stride::Strides;
 use super::table::{Entry, FileRec};
 use patio_core::FileVersion;
 use patio_prefetch::DataFile;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, Metadata};
 use std::io;
 use std::path::PathBuf;
@@ -52,6 +54,14 @@ use std::time::{Duration, Instant};
 
 /// Callers whose successor streams are followed at once (more: all start again).
 const MAX_STREAMS: usize = 4096;
+/// Share of the memory budget items brought ahead of demand may hold (`group`).
+const AHEAD_SHARE: u64 = 2;
+/// Grouping I/O stays within this many times the bytes delivered to readers.
+pub const MAX_GROUPING_RATIO: f64 = 1.5;
+/// Ahead items of a file dropped unused before its groups are judged.
+const JUDGE_AFTER: u64 = 64;
+/// Misses of a file whose groups do not pay before it is given another chance.
+const RETRY_AFTER: u64 = 1024;
 
 /// Caching policy of the mount.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,8 +165,45 @@ impl CacheConfig {
     }
 }
 
+/// Whether a file's groups earn their place: their ahead items used and dropped
+/// unused (halved as they grow, so the record follows the recent past).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct Pay {
+    pub used: u64,
+    pub wasted: u64,
+    /// Misses since the file's groups were switched off, while they are.
+    pub off_misses: Option<u64>,
+}
+
+impl Pay {
+    /// Groups pay while at least one ahead item in three is used.
+    fn judge(&mut self) {
+        if self.used + self.wasted > 4096 {
+            self.used /= 2;
+            self.wasted /= 2;
+        }
+        if self.off_misses.is_none() && self.wasted >= JUDGE_AFTER && 2 * self.used < self.wasted {
+            self.off_misses = Some(0);
+        }
+    }
+
+    pub fn on(&self) -> bool {
+        self.off_misses.is_none()
+    }
+
+    fn missed(&mut self) {
+        if let Some(n) = &mut self.off_misses {
+            *n += 1;
+            if *n >= RETRY_AFTER {
+                *self = Pay::default();
+            }
+        }
+    }
+}
+
 pub(crate) struct FileState {
     pub rec: FileRec,
+    pub pay: Pay,
     /// Bumped by every change; fills begun under an older epoch are not inserted.
     pub epoch: u64,
     /// The open source file (read through the storage model) while handles are open.
@@ -165,20 +212,11 @@ pub(crate) struct FileState {
     pub open: usize,
 }
 
-struct MemEntry {
-    data: Arc<Vec<u8>>,
-    stamp: u64,
-    grouped: bool,
-}
-
 /// Everything under the cache's lock.
 pub(crate) struct State {
     pub files: Vec<FileState>,
     pub by_id: HashMap<(u64, u64), u32>,
-    mem: HashMap<Item, MemEntry>,
-    mem_order: BTreeMap<u64, Item>,
-    mem_bytes: u64,
-    clock: u64,
+    mem: MemTier,
     /// Item → the slot holding it and where; a slot's other entries are stale.
     pub disk: HashMap<Item, (u32, Entry)>,
     pub slot_items: HashMap<u32, Vec<Item>>,
@@ -193,6 +231,8 @@ pub(crate) struct State {
     pub disabled: Option<String>,
     /// The last item of each caller's successor stream.
     pub prev: HashMap<u32, Item>,
+    /// Each caller's stream of request starts, for strides.
+    pub strides: Strides,
     /// Slots holding items appended one run at a time (not a group's segment).
     pub plain_slots: HashSet<u32>,
     /// The plain slot being appended to and its first free byte.
@@ -235,10 +275,14 @@ impl State {
         State {
             files: Vec::new(),
             by_id: HashMap::new(),
-            mem: HashMap::new(),
-            mem_order: BTreeMap::new(),
-            mem_bytes: 0,
-            clock: 0,
+            mem: MemTier::new(
+                cfg.memory,
+                if cfg.policy == Policy::Group {
+                    cfg.memory / AHEAD_SHARE
+                } else {
+                    0
+                },
+            ),
             disk: HashMap::new(),
             slot_items: HashMap::new(),
             alloc: SlotAllocator::new(slots),
@@ -250,6 +294,7 @@ impl State {
             dirty: false,
             disabled: None,
             prev: HashMap::new(),
+            strides: Strides::default(),
             plain_slots: HashSet::new(),
             open_plain: None,
             slot_uses: HashMap::new(),
@@ -257,65 +302,75 @@ impl State {
     }
 
     pub fn mem_bytes(&self) -> u64 {
-        self.mem_bytes
+        self.mem.bytes()
     }
 
+    /// Items a strided stream may bring ahead per period batch: the ahead share of
+    /// memory split among the strided streams.
+    pub(crate) fn ahead_items(&self, item: u64) -> u64 {
+        self.mem.ahead_cap() / item / self.strides.active().max(1) as u64
+    }
+
+    pub(crate) fn holds(&self, item: &Item) -> bool {
+        self.mem.contains(item) || self.disk.contains_key(item)
+    }
+
+    /// A reader's lookup of `item` in memory: its bytes and whether a group brought
+    /// it ahead of this first use (which counts for the group's file).
     pub(crate) fn mem_get(&mut self, item: Item) -> Option<(Arc<Vec<u8>>, bool)> {
-        self.clock += 1;
-        let clock = self.clock;
-        let e = self.mem.get_mut(&item)?;
-        self.mem_order.remove(&e.stamp);
-        e.stamp = clock;
-        self.mem_order.insert(clock, item);
-        Some((e.data.clone(), e.grouped))
-    }
-
-    fn mem_remove(&mut self, item: Item) {
-        if let Some(e) = self.mem.remove(&item) {
-            self.mem_order.remove(&e.stamp);
-            self.mem_bytes -= e.data.len() as u64;
+        let found = self.mem.get(item)?;
+        if found.was_ahead {
+            self.files[item.file as usize].pay.used += 1;
         }
+        Some((found.data, found.was_ahead))
     }
 
-    /// Inserts `item` unless its file changed since epoch `epoch`; evicts least
-    /// recently used items to stay within `budget`.
-    pub(crate) fn mem_put(
-        &mut self,
-        item: Item,
-        data: Arc<Vec<u8>>,
-        grouped: bool,
-        epoch: u64,
-        budget: u64,
-    ) {
-        if self.files[item.file as usize].epoch != epoch || data.len() as u64 > budget {
+    /// The bytes of `item` if memory holds it, without counting as a use.
+    pub(crate) fn mem_peek(&self, item: Item) -> Option<Arc<Vec<u8>>> {
+        self.mem.peek(item)
+    }
+
+    /// Inserts `item` unless its file changed since epoch `epoch`: as a demand item,
+    /// or `ahead` of demand (brought by a group).
+    pub(crate) fn mem_put(&mut self, item: Item, data: Arc<Vec<u8>>, ahead: bool, epoch: u64) {
+        if self.files[item.file as usize].epoch != epoch {
             return;
         }
-        self.mem_remove(item);
-        while self.mem_bytes + data.len() as u64 > budget {
-            let (&stamp, &victim) = self.mem_order.iter().next().expect("over budget");
-            self.mem_order.remove(&stamp);
-            if let Some(e) = self.mem.remove(&victim) {
-                self.mem_bytes -= e.data.len() as u64;
-            }
+        if ahead {
+            self.mem.put_ahead(item, data);
+        } else {
+            self.mem.put_demand(item, data);
         }
-        self.clock += 1;
-        self.mem_bytes += data.len() as u64;
-        self.mem_order.insert(self.clock, item);
-        self.mem.insert(
-            item,
-            MemEntry {
-                data,
-                stamp: self.clock,
-                grouped,
-            },
-        );
-        self.stats.peak_memory_bytes = self.stats.peak_memory_bytes.max(self.mem_bytes);
+        for w in self.mem.take_wasted() {
+            let pay = &mut self.files[w.file as usize].pay;
+            pay.wasted += 1;
+            pay.judge();
+        }
+        self.stats.peak_memory_bytes = self.stats.peak_memory_bytes.max(self.mem.bytes());
+    }
+
+    /// A lookup of `file` missed both tiers.
+    pub(crate) fn missed(&mut self, file: u32) {
+        self.files[file as usize].pay.missed();
+    }
+
+    /// Whether the groups of every file of `items` pay.
+    pub(crate) fn groups_pay(&self, items: &[Item]) -> bool {
+        items.iter().all(|i| self.files[i.file as usize].pay.on())
+    }
+
+    /// Whether grouping I/O of `cost` more bytes stays within
+    /// [`MAX_GROUPING_RATIO`] × the bytes delivered to readers.
+    pub(crate) fn grouping_affords(&self, cost: u64) -> bool {
+        let s = &self.stats;
+        let delivered = s.bytes_from_memory + s.bytes_from_segments + s.bytes_from_source;
+        (s.grouping_io_bytes + cost) as f64 <= MAX_GROUPING_RATIO * delivered as f64
     }
 
     /// Drops `item` from both tiers.
     fn drop_item(&mut self, item: Item) -> bool {
-        let had = self.mem.contains_key(&item) || self.disk.contains_key(&item);
-        self.mem_remove(item);
+        let had = self.mem.contains(&item) || self.disk.contains_key(&item);
+        self.mem.remove(item);
         if self.disk.remove(&item).is_some() {
             self.dirty = true;
         }
@@ -328,7 +383,7 @@ impl State {
             (from..=to).map(|index| Item { file, index }).collect()
         } else {
             self.mem
-                .keys()
+                .items()
                 .chain(self.disk.keys())
                 .filter(|i| i.file == file && i.index >= from && i.index <= to)
                 .copied()
@@ -376,9 +431,17 @@ impl State {
                     .is_none_or(|slot| self.plain_slots.contains(&slot))
             })
             .filter(|g| g.iter().all(|i| self.files[i.file as usize].data.is_some()))
+            .filter(|g| self.groups_pay(g))
             .take(n)
             .cloned()
             .collect()
+    }
+
+    /// At most the grouping I/O of building `group`'s segment (items of `item`
+    /// bytes): members memory does not hold read, every member written.
+    pub(crate) fn fill_cost(&self, group: &[Item], item: u64) -> u64 {
+        let absent = group.iter().filter(|i| !self.mem.contains(i)).count() as u64;
+        (absent + group.len() as u64) * item
     }
 
     /// A slot for new contents (the least recently used one when none is free, its
@@ -518,8 +581,6 @@ impl Cache {
             st.disabled = Some(why);
         }
         st.mem.clear();
-        st.mem_order.clear();
-        st.mem_bytes = 0;
         st.disk.clear();
         st.dirty = true;
     }
@@ -574,6 +635,7 @@ impl Cache {
         let b = self.cfg.item;
         let mut index = offset / b;
         let last = (end - 1) / b;
+        let first = index;
         while index <= last {
             let item = Item { file, index };
             let (got, upto, tier) = self.item(item, last, size, epoch, &data)?;
@@ -613,6 +675,11 @@ impl Cache {
             }
             index = upto + 1;
         }
+        if self.cfg.policy == Policy::Group {
+            if let Err(e) = self.stride_ahead(pid, file, (first, last), size, epoch, &data) {
+                self.fault("writing the segment store", &e);
+            }
+        }
         Ok((end - offset) as usize)
     }
 
@@ -636,6 +703,15 @@ impl Cache {
                     st.stats.group_hits += 1;
                 } else {
                     st.stats.plain_hits += 1;
+                }
+                // An item brought ahead that the store lacks goes there on its first
+                // use, as its miss would have put it (unused ones never take space).
+                let store = grouped && !st.disk.contains_key(&item) && !bytes.is_empty();
+                drop(st);
+                if store {
+                    if let Err(e) = self.append_plain(&[(item, bytes.clone(), epoch)]) {
+                        self.fault("writing the segment store", &e);
+                    }
                 }
                 Ok((vec![bytes], item.index, Tier::Memory))
             }
@@ -673,8 +749,9 @@ impl Cache {
             return Plan::Memory(bytes, grouped);
         }
         if let Some(&(slot, entry)) = st.disk.get(&item) {
-            // A group's segment is read whole (the prefetch), a plain slot's item alone.
-            let grouped = !st.plain_slots.contains(&slot);
+            // A group's segment is read whole (the prefetch) while its file's groups
+            // pay, a plain slot's item alone.
+            let grouped = !st.plain_slots.contains(&slot) && st.files[item.file as usize].pay.on();
             let entries: Vec<Entry> = if grouped {
                 st.slot_items
                     .get(&slot)
@@ -698,7 +775,10 @@ impl Cache {
                 st.rebuild(per);
             }
             if let Some(&g) = st.plan.get(&item) {
-                return Plan::Group(st.groups[g].clone());
+                let group = &st.groups[g];
+                if st.groups_pay(group) && st.grouping_affords(st.fill_cost(group, self.cfg.item)) {
+                    return Plan::Group(group.clone());
+                }
             }
         }
         let mut end = item.index;
@@ -707,9 +787,7 @@ impl Cache {
                 file: item.file,
                 index: end + 1,
             };
-            if st.mem.contains_key(&next)
-                || st.disk.contains_key(&next)
-                || st.plan.contains_key(&next)
+            if st.mem.contains(&next) || st.disk.contains_key(&next) || st.plan.contains_key(&next)
             {
                 break;
             }
@@ -742,6 +820,7 @@ impl Cache {
             st.stats.source_bytes += got.len() as u64;
             st.stats.accesses += items.len().max(1) as u64;
             st.stats.misses += items.len().max(1) as u64;
+            st.missed(item.file);
         }
         self.keep(item, &items, epoch);
         let served = item.index + items.len().max(1) as u64 - 1;
@@ -759,7 +838,7 @@ impl Cache {
                 file: first.file,
                 index: first.index + k as u64,
             };
-            st.mem_put(it, bytes.clone(), false, epoch, self.cfg.memory);
+            st.mem_put(it, bytes.clone(), false, epoch);
         }
         drop(st);
         let with_items = || {

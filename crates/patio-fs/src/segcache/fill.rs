@@ -1,10 +1,12 @@
 //! The store-facing fill paths of the segment-grouping cache: reading a slot (a
 //! group's whole segment or one plain item), building a group's segment from members
 //! held in memory, in other slots or, for the rest, in SOURCE, appending missed items
-//! to the open plain slot, and writing a fresh slot.
+//! to the open plain slot, bringing a strided stream's next periods ahead, and
+//! writing a fresh slot.
 
 use super::core::{lock, Cache, Policy};
 use super::graph::Item;
+use super::stride::periods;
 use super::table::Entry;
 use patio_prefetch::DataFile;
 use std::collections::{BTreeMap, HashMap};
@@ -51,7 +53,8 @@ impl Cache {
             if e.item == want {
                 out = Some(data.clone());
             }
-            st.mem_put(e.item, data, grouped, e_epoch, self.cfg.memory);
+            // The item wanted is a demand item; the rest of a segment comes ahead.
+            st.mem_put(e.item, data, grouped && e.item != want, e_epoch);
         }
         if out.is_some() {
             st.stats.accesses += 1;
@@ -77,7 +80,7 @@ impl Cache {
         let mut got: HashMap<Item, Arc<Vec<u8>>> = HashMap::new();
         let mut stored: Vec<(u32, Entry)> = Vec::new();
         {
-            let mut st = lock(&self.state);
+            let st = lock(&self.state);
             for i in group {
                 let f = &st.files[i.file as usize];
                 if let Some(d) = f.data.clone() {
@@ -88,7 +91,7 @@ impl Cache {
                 sources.insert(item.file, (data.clone(), *epoch));
             }
             for i in group {
-                if let Some((d, _)) = st.mem_get(*i) {
+                if let Some(d) = st.mem_peek(*i) {
                     got.insert(*i, d);
                 } else if let Some(&(slot, e)) = st.disk.get(i) {
                     if sources.contains_key(&i.file) {
@@ -142,8 +145,9 @@ impl Cache {
                 st.stats.accesses += 1;
                 st.stats.misses += 1;
             }
+            let wanted_item = want.as_ref().map(|w| w.0);
             for (i, d, ep) in &items {
-                st.mem_put(*i, d.clone(), true, *ep, self.cfg.memory);
+                st.mem_put(*i, d.clone(), Some(*i) != wanted_item, *ep);
             }
         }
         self.write_slot(&items, true)?;
@@ -180,6 +184,78 @@ impl Cache {
         st.stats.segment_reads += stored.len() as u64;
         st.stats.segment_read_bytes += total;
         Ok(total)
+    }
+
+    /// Caller `pid` read items `span` of `file` (of `size` bytes, checked at
+    /// `epoch`): if its stream is strided and its next period is not held, the next
+    /// periods nobody holds are read from SOURCE (contiguous ones in one request, in
+    /// file order) — while the file's groups pay and grouping I/O stays within its
+    /// cap — and put in memory ahead of demand (the store gets them when used).
+    pub(crate) fn stride_ahead(
+        &self,
+        pid: u32,
+        file: u32,
+        span: (u64, u64),
+        size: u64,
+        epoch: u64,
+        data: &Arc<DataFile>,
+    ) -> io::Result<()> {
+        let b = self.cfg.item;
+        let want: Vec<u64> = {
+            let mut st = lock(&self.state);
+            let Some(stride) = st.strides.observe(pid, file, span.0) else {
+                return Ok(());
+            };
+            let items = size.div_ceil(b);
+            let it = |index| Item { file, index };
+            let next = periods(span.0, span.1, stride, 1, items);
+            if !st.files[file as usize].pay.on() || next.iter().all(|&i| st.holds(&it(i))) {
+                return Ok(());
+            }
+            let depth = st.ahead_items(b) / (span.1 - span.0 + 1);
+            let mut want: Vec<u64> = periods(span.0, span.1, stride, depth, items)
+                .into_iter()
+                .filter(|&i| !(span.0..=span.1).contains(&i) && !st.holds(&it(i)))
+                .collect();
+            want.sort_unstable();
+            want.dedup();
+            if want.is_empty() || !st.grouping_affords(want.len() as u64 * b) {
+                return Ok(());
+            }
+            want
+        };
+        let mut got: Vec<(Item, Arc<Vec<u8>>, u64)> = Vec::new();
+        let (mut requests, mut read) = (0u64, 0u64);
+        let mut k = 0;
+        while k < want.len() {
+            let mut e = k;
+            while e + 1 < want.len() && want[e + 1] == want[e] + 1 {
+                e += 1;
+            }
+            let bytes = data.read(want[k] * b, (e - k + 1) as u64 * b)?;
+            requests += 1;
+            read += bytes.len() as u64;
+            for (n, c) in bytes.chunks(b as usize).enumerate() {
+                let item = Item {
+                    file,
+                    index: want[k + n],
+                };
+                got.push((item, Arc::new(c.to_vec()), epoch));
+            }
+            k = e + 1;
+        }
+        {
+            let mut st = lock(&self.state);
+            st.stats.source_requests += requests;
+            st.stats.source_bytes += read;
+            st.stats.grouping_source_bytes += read;
+            st.stats.grouping_io_bytes += read;
+            st.stats.stride_batches += 1;
+            for (i, d, ep) in &got {
+                st.mem_put(*i, d.clone(), true, *ep);
+            }
+        }
+        Ok(())
     }
 
     /// Appends `items` (consecutive ones read from SOURCE under `lru`-like caching of

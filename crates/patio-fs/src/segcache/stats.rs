@@ -62,6 +62,11 @@ counters! {
     /// Bytes moved locally to build segments: members read back from other slots of
     /// the store, plus the segment bytes written.
     grouping_local_bytes,
+    /// Nanoseconds spent on work in idle periods (group rebuilds, segment builds
+    /// and writes, table saves): work no reader waited for, but work all the same.
+    idle_work_ns,
+    /// Batches of a strided stream's next periods brought ahead.
+    stride_batches,
     /// Times the groups were rebuilt; groups new in a rebuild; groups found already
     /// stored whole in one segment.
     group_builds,

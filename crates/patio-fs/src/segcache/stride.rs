@@ -1,0 +1,102 @@
+//! Strided streams of the segment-grouping cache: a caller whose requests start a
+//! constant number of items apart (sequential, strided, the rows of a tile) is
+//! recognised after three requests, and the next periods of its stream — the
+//! request's span shifted by one, two, … strides — form a group brought ahead of
+//! demand at once, without waiting for the stream to repeat.
+
+use std::collections::HashMap;
+
+/// Callers followed at once (more: all start again).
+const MAX_STREAMS: usize = 4096;
+/// Repeats of one stride in a row before the stream counts as strided.
+const CONFIRM: u32 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stream {
+    file: u32,
+    first: u64,
+    stride: i64,
+    run: u32,
+}
+
+/// The streams of every caller.
+#[derive(Default)]
+pub struct Strides {
+    streams: HashMap<u32, Stream>,
+}
+
+impl Strides {
+    /// Caller `pid` read items `first..=last` of `file`: the stride of its stream, in
+    /// items, once confirmed.
+    pub fn observe(&mut self, pid: u32, file: u32, first: u64) -> Option<i64> {
+        if self.streams.len() >= MAX_STREAMS && !self.streams.contains_key(&pid) {
+            self.streams.clear();
+        }
+        let s = self.streams.entry(pid).or_insert(Stream {
+            file,
+            first,
+            stride: 0,
+            run: 0,
+        });
+        let stride = first as i64 - s.first as i64;
+        if s.file == file && stride != 0 && stride == s.stride {
+            s.run += 1;
+        } else {
+            s.run = 0;
+        }
+        *s = Stream {
+            file,
+            first,
+            stride,
+            run: s.run,
+        };
+        (s.run >= CONFIRM && stride != 0).then_some(stride)
+    }
+
+    /// Callers whose streams are strided now.
+    pub fn active(&self) -> usize {
+        self.streams.values().filter(|s| s.run >= CONFIRM).count()
+    }
+}
+
+/// Items of the next `depth` periods after the span `first..=last` at `stride`,
+/// within `0..items`, in period order.
+pub fn periods(first: u64, last: u64, stride: i64, depth: u64, items: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    for k in 1..=depth as i64 {
+        for i in first..=last {
+            let j = i as i64 + k * stride;
+            if j >= 0 && (j as u64) < items {
+                out.push(j as u64);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_constant_stride_is_confirmed_after_three_requests() {
+        let mut s = Strides::default();
+        assert_eq!(s.observe(1, 0, 10), None);
+        assert_eq!(s.observe(1, 0, 12), None);
+        assert_eq!(s.observe(1, 0, 14), Some(2));
+        assert_eq!(s.observe(2, 0, 100), None, "each caller is its own stream");
+        assert_eq!(s.observe(1, 0, 16), Some(2));
+        assert_eq!(s.active(), 1);
+        assert_eq!(s.observe(1, 0, 17), None, "a broken stride starts again");
+        assert_eq!(s.observe(1, 1, 19), None, "another file starts again");
+        assert_eq!(s.observe(1, 0, 17), None);
+        assert_eq!(s.observe(1, 0, 17), None, "the same item is no stride");
+    }
+
+    #[test]
+    fn periods_shift_the_span_and_stay_in_the_file() {
+        assert_eq!(periods(4, 5, 3, 2, 100), vec![7, 8, 10, 11]);
+        assert_eq!(periods(4, 4, -3, 3, 100), vec![1]);
+        assert_eq!(periods(8, 9, 1, 2, 11), vec![9, 10, 10]);
+    }
+}
