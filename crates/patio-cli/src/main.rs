@@ -7,6 +7,7 @@ mod cache_cmd;
 mod container;
 mod counters;
 mod generic;
+mod install;
 mod load;
 mod mount;
 mod python;

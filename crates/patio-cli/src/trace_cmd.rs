@@ -106,9 +106,9 @@ pub fn run(args: Args) -> Result<()> {
 
 // ---- running a command under the tracer -----------------------------------------
 
-/// The tracer library: `$PATIO_PRELOAD`, else `../lib/patio/` beside the invoked `patio`
-/// (the venv's `.venv/lib/patio/`, where setup.sh installs it) or beside the real
-/// executable, else the `capture/` directory of the checkout this binary was built from.
+/// The tracer library: `$PATIO_PRELOAD`, else `PREFIX/lib/patio/` of the installation
+/// the invoked `patio` belongs to (the venv's `.venv/lib/patio/` in a checkout, where
+/// setup.sh installs it), else the `capture/` directory of the checkout it runs from.
 fn tracer_library() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("PATIO_PRELOAD") {
         let p = PathBuf::from(p);
@@ -117,23 +117,11 @@ fn tracer_library() -> Result<PathBuf> {
         }
         return absolute(&p);
     }
-    let installed = |dir: PathBuf| dir.join("../lib/patio").join(LIBRARY);
-    let real_exe = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(Path::to_path_buf));
-    let checkout = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../capture")
-        .join(LIBRARY);
-    let candidates: Vec<PathBuf> = crate::python::invoked_dir()
-        .into_iter()
-        .chain(real_exe)
-        .map(installed)
-        .chain(std::iter::once(checkout))
-        .collect();
+    let candidates = crate::install::library_candidates(LIBRARY, "capture");
     match candidates.iter().find(|c| c.is_file()) {
         Some(found) => absolute(found),
         None => bail!(
-            "the tracer library {LIBRARY} was not found (looked at {}); run scripts/setup.sh or set PATIO_PRELOAD",
+            "the tracer library {LIBRARY} was not found (looked at {}); reinstall patio, run scripts/setup.sh in a checkout, or set PATIO_PRELOAD",
             candidates
                 .iter()
                 .map(|c| c.display().to_string())
