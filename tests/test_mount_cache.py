@@ -353,7 +353,10 @@ def test_group_caches_like_lru_and_builds_segments_from_cached_members(
                 assert os.pread(f.fileno(), 8192, off) == data[off : off + 8192]
         counters[policy] = m.stop()
     lru, group = counters["lru"], counters["group"]
-    assert group["source_bytes"] == lru["source_bytes"] == len(set(offsets)) * 16384
+    # (A stretch that happens to look strided may bring its next period ahead.)
+    assert lru["source_bytes"] == len(set(offsets)) * 16384
+    assert group["source_bytes"] - group["stride_bytes"] <= lru["source_bytes"]
+    assert group["grouping_source_bytes"] == group["stride_bytes"]
     assert group["bytes_from_segments"] > 0 and group["group_hits"] == 0
     assert group["peak_memory_bytes"] <= MEMORY
     # A learned walk: segments are built from members already cached, not from SOURCE.
@@ -369,7 +372,8 @@ def test_group_caches_like_lru_and_builds_segments_from_cached_members(
                 assert os.pread(f.fileno(), 8192, off) == data[off : off + 8192]
     time.sleep(0.8)  # an idle period: groups are written as segments
     stats = m.stop()
-    assert stats["source_bytes"] == len(walk) * 16384, "SOURCE read once per item"
-    assert stats["grouping_source_bytes"] == 0
+    # SOURCE read once per item, and for groups only a strided stretch's next period.
+    assert stats["source_bytes"] <= len(walk) * 16384 + stats["stride_bytes"]
+    assert stats["grouping_source_bytes"] == stats["stride_bytes"]
     assert stats["grouping_local_bytes"] > 0 and stats["segment_writes"] > 0
-    assert stats["grouping_io_bytes"] == stats["grouping_local_bytes"]
+    assert stats["grouping_io_bytes"] == stats["grouping_local_bytes"] + stats["stride_bytes"]

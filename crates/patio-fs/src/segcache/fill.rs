@@ -251,6 +251,7 @@ impl Cache {
             st.stats.grouping_source_bytes += read;
             st.stats.grouping_io_bytes += read;
             st.stats.stride_batches += 1;
+            st.stats.stride_bytes += read;
             for (i, d, ep) in &got {
                 st.mem_put(*i, d.clone(), true, *ep);
             }

@@ -65,8 +65,10 @@ counters! {
     /// Nanoseconds spent on work in idle periods (group rebuilds, segment builds
     /// and writes, table saves): work no reader waited for, but work all the same.
     idle_work_ns,
-    /// Batches of a strided stream's next periods brought ahead.
+    /// Batches of a strided stream's next periods brought ahead, and their SOURCE
+    /// bytes (part of `grouping_source_bytes`).
     stride_batches,
+    stride_bytes,
     /// Times the groups were rebuilt; groups new in a rebuild; groups found already
     /// stored whole in one segment.
     group_builds,

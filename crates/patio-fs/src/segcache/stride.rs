@@ -1,6 +1,6 @@
 //! Strided streams of the segment-grouping cache: a caller whose requests start a
 //! constant number of items apart (sequential, strided, the rows of a tile) is
-//! recognised after three requests, and the next periods of its stream — the
+//! recognised after four requests (three equal strides), and the next periods of its stream — the
 //! request's span shifted by one, two, … strides — form a group brought ahead of
 //! demand at once, without waiting for the stream to repeat.
 
@@ -9,7 +9,7 @@ use std::collections::HashMap;
 /// Callers followed at once (more: all start again).
 const MAX_STREAMS: usize = 4096;
 /// Repeats of one stride in a row before the stream counts as strided.
-const CONFIRM: u32 = 1;
+const CONFIRM: u32 = 2;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Stream {
@@ -79,8 +79,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_constant_stride_is_confirmed_after_three_requests() {
+    fn a_constant_stride_is_confirmed_after_four_requests() {
         let mut s = Strides::default();
+        assert_eq!(s.observe(1, 0, 8), None);
         assert_eq!(s.observe(1, 0, 10), None);
         assert_eq!(s.observe(1, 0, 12), None);
         assert_eq!(s.observe(1, 0, 14), Some(2));

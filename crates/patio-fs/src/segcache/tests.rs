@@ -432,14 +432,14 @@ fn a_strided_stream_is_brought_ahead_on_its_first_pass() {
 
 #[test]
 fn groups_that_do_not_pay_stop_being_formed() {
-    // Runs of three consecutive items, each run elsewhere: every run confirms a
+    // Runs of four consecutive items, each run elsewhere: every run confirms a
     // stride whose next periods are never read.
     let data: Vec<u8> = (0..8_000_000u32).map(|i| (i % 247) as u8).collect();
     let mut rng = Rng::new(3);
     let items: Vec<u64> = (0..300)
         .flat_map(|_| {
             let at = rng.below(1900);
-            [at, at + 1, at + 2]
+            [at, at + 1, at + 2, at + 3]
         })
         .collect();
     let lru = walk(Policy::Lru, &data, &items);
