@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from patio import _coldcache as coldcache
 from patio.layout import bench, cost
 
@@ -74,3 +76,21 @@ def test_model_only_rows_have_no_real_fields(tmp_path: Path, layout_env: None) -
     assert {r["storage"] for r in rows} == {"model"}
     assert not any("model_error" in r or "top1_real" in r for r in rows)
     assert [r["held_out"] for r in rows[:2]] == [True, False]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(1, 1 << 14)), max_size=30))
+def test_real_reads_are_the_pages_the_model_reads(extents: list[tuple[int, int]]) -> None:
+    """Page-rounded, touching runs merged: exactly the pages the extents touch, as few
+    reads as there are separate groups of pages."""
+    page = 4096
+    offs = np.array([o for o, _ in extents], np.uint64)
+    lens = np.array([n for _, n in extents], np.uint64)
+    starts, sizes = bench.RealDisk(page)._runs(offs, lens)
+    want = {p for o, n in extents for p in range(o // page, (o + n - 1) // page + 1)}
+    got: set[int] = set()
+    for s, n in zip(starts, sizes):
+        assert s % page == 0 and n % page == 0 and n > 0
+        got |= set(range(s // page, (s + n) // page))
+    assert got == want
+    assert all(a + n < b for a, n, b in zip(starts, sizes, starts[1:]))  # separate

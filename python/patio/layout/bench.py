@@ -15,8 +15,9 @@ each forced layout is built on its own as well. Times:
   (``--seed``) and measured on another (``--seed + 1``): the headline; the in-sample
   rows measure the learned draw itself;
 * ``storage`` - ``model`` (the striped storage model, ``--store``) or, with ``--real``,
-  ``real``: the same requests read on the real files with ``pread``, each client's files
-  fsynced and dropped from the page cache first (``resident_after_drop``: what the drop
+  ``real``: the same requests read on the real files with ``pread`` (page-rounded and
+  coalesced as the model issues them; original and patio alternated ``--real-reps``
+  times, medians), each client's files fsynced and dropped from the page cache first (``resident_after_drop``: what the drop
   left); ``model_error`` is the model's speedup over the real one, and ``top1_real``
   counts the selections with several ways to be read whose modelled cheapest way was
   the fastest on the real disk (of ``top1_compared``; each way read cold);
@@ -265,14 +266,42 @@ def _time_reads(opener: Callable[[], Any], dset: str, reads: list[Any], files: l
 
 # ------------------------------------------------------------------------ real disk
 class RealDisk:
-    """The model's requests on the real files: each client's extents (per file) read
-    with ``pread`` right after the files it reads were fsynced and dropped from the
-    page cache (:func:`patio._coldcache.drop`), one client after another (one process:
-    a local disk serves one queue)."""
+    """The model's requests on the real files: each client's extents (per file),
+    rounded to the model's pages and coalesced where they touch (as the model issues
+    them), read with ``pread`` right after the files it reads were fsynced and dropped
+    from the page cache (:func:`patio._coldcache.drop`), one client after another (one
+    process: a local disk serves one queue)."""
 
-    def __init__(self) -> None:
+    def __init__(self, page: int = 4096, reps: int = 3) -> None:
         self.fds: dict[str, int] = {}
+        self.page = page
+        self.reps = reps
         self.resident = 0.0  # the largest resident fraction left after a drop
+
+    def _runs(self, offs: Any, lens: Any) -> tuple[list[int], list[int]]:
+        """Page-rounded extents, those that overlap or touch merged."""
+        p = self.page
+        lo = np.asarray(offs, np.int64) // p * p
+        hi = -(-(np.asarray(offs, np.int64) + np.asarray(lens, np.int64)) // p) * p
+        order = np.argsort(lo, kind="stable")
+        lo, hi = lo[order], np.maximum.accumulate(hi[order])
+        if len(lo) == 0:
+            return [], []
+        new = np.ones(len(lo), bool)
+        new[1:] = lo[1:] > hi[:-1]
+        starts = lo[new]
+        ends = np.append(hi[np.flatnonzero(new)[1:] - 1], hi[-1])
+        return starts.tolist(), (ends - starts).tolist()
+
+    def compare(self, a: list[list[tuple[str, Any, Any]]], b: list[list[tuple[str, Any, Any]]]
+                ) -> tuple[float, float]:
+        """Median seconds of every client of ``a`` and of ``b``, measured alternately
+        ``reps`` times."""
+        ta, tb = [], []
+        for _ in range(self.reps):
+            ta.append(sum(self.read(parts) for parts in a))
+            tb.append(sum(self.read(parts) for parts in b))
+        return float(np.median(ta)), float(np.median(tb))
 
     def _fd(self, path: str) -> int:
         if path not in self.fds:
@@ -282,10 +311,10 @@ class RealDisk:
     def read(self, parts: list[tuple[str, Any, Any]]) -> float:
         """Cold seconds of one client's read: ``parts`` are (file, offsets, lengths)."""
         self.resident = max(self.resident, coldcache.drop(sorted({p for p, _, _ in parts})))
+        runs = [(self._fd(path), *self._runs(offs, lens)) for path, offs, lens in parts]
         t0 = time.perf_counter()
-        for path, offs, lens in parts:
-            fd = self._fd(path)
-            for o, n in zip(offs.tolist(), lens.tolist()):
+        for fd, offs, lens in runs:
+            for o, n in zip(offs, lens):
                 os.pread(fd, n, o)
         return time.perf_counter() - t0
 
@@ -321,8 +350,8 @@ def _top1_real(decider: Decider, sels: list[Selection], path: str, disk: RealDis
 
 
 # ------------------------------------------------------------------------ one kernel
-def run_workload(w: Workload, model: Any, layout_dir: str, real: bool = False
-                 ) -> list[dict[str, Any]]:
+def run_workload(w: Workload, model: Any, layout_dir: str, real: bool = False,
+                 real_reps: int = 3) -> list[dict[str, Any]]:
     """The kernel's rows: per layout (auto and each forced one), the held-out draw
     (``held_out``: planned from ``w.learn``, measured on ``w.apply``) and the in-sample
     one (measured on ``w.learn``), on the model and, with ``real``, on the real disk."""
@@ -360,7 +389,7 @@ def run_workload(w: Workload, model: Any, layout_dir: str, real: bool = False
             reqs = _requests(orig_layout, sels)
             draws[held_out] = (sels, reqs, model.simulate(reqs)["seconds"],
                                _repack_seconds(w, model, sels))
-    disk = RealDisk() if real else None
+    disk = RealDisk(model.params()["page_size"], real_reps) if real else None
     rows = []
     try:
         for forced in ("auto",) + w.forced:
@@ -436,8 +465,8 @@ def _run_layout(w: Workload, forced: str, model: Any, consts: Any, draws: dict[b
             rows.append(row)
             if disk is None:
                 continue
-            real_o = sum(disk.read([(w.path, o, n) for o, n in r]) for r in orig_reqs)
-            real_p = sum(disk.read(parts) for parts in plans_real)
+            real_o, real_p = disk.compare([[(w.path, o, n) for o, n in r] for r in orig_reqs],
+                                          plans_real)
             real_speedup = real_o / real_p if real_p > 0 else float("inf")
             row["model_error"] = row["speedup"] / real_speedup
             real_row = dict(row, storage="real", original_s=real_o, patio_s=real_p,
@@ -595,6 +624,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--real", action="store_true",
                    help="also read every case's requests on the real files, page cache "
                    "dropped (rows with storage real; use --store probed to compare)")
+    p.add_argument("--real-reps", type=int, default=3,
+                   help="with --real: original and patio reads alternated this many times, "
+                   "medians reported (each way of the top-1 comparison is read once)")
     p.add_argument("--clients", type=int, default=64, help="clients reading at once")
     p.add_argument("--scale", type=float, default=1.0, help="data size factor (1 = ~1.5 GB)")
     p.add_argument("--randoms", type=int, default=100, help="random selections (model)")
@@ -635,7 +667,7 @@ def main(argv: list[str]) -> int:
             for w in BUILDERS[k](work, a.scale, a.clients, (a.seed, a.seed + 1)):
                 print(f"{w.name}: {w.note}", file=sys.stderr, flush=True)
                 result["kernels"].extend(run_workload(w, model, os.path.join(work, "kb"),
-                                                      real=a.real))
+                                                      real=a.real, real_reps=a.real_reps))
     finally:
         if not a.keep and not a.dir:
             shutil.rmtree(work, ignore_errors=True)
