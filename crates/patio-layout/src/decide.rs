@@ -253,12 +253,15 @@ impl Decider {
     /// The parts of a candidate priced one after the other, stopping (None) as soon as
     /// the bound proves it cannot be the cheapest: after the replica parts (`held`, the
     /// part of the request they serve, in the original's index space) and before the
-    /// rest read from the original.
+    /// rest read from the original. `rest_is_all`: the rest is known to touch exactly
+    /// the request's pages (see [`Decider::same_pages`]), so it costs the original's
+    /// price.
     fn bounded(
         &self,
         plan: Plan,
         parts: Vec<(Option<usize>, Selection)>,
         held: impl FnOnce() -> Selection,
+        rest_is_all: bool,
         bound: Option<Bound>,
     ) -> Result<Option<Candidate>> {
         let Some(b) = bound else {
@@ -272,6 +275,9 @@ impl Decider {
             return Ok(None);
         }
         let has_rest = parts.iter().any(|p| p.0.is_none());
+        if has_rest && rest_is_all && b.beaten(replica_parts + b.original) {
+            return Ok(None);
+        }
         if has_rest {
             let h = price_selection(&self.model, &self.consts, &self.original, &held())?;
             if b.beaten(replica_parts + (b.original - h).max(0.0)) {
@@ -287,6 +293,34 @@ impl Decider {
             seconds,
             parts,
         }))
+    }
+
+    /// True when a product request with `q` along axis `k`, restricted to its subset `r`
+    /// there, touches exactly the pages (and filtered chunks) of the original it touched
+    /// before: every removed block has a kept index on each side, in the same chunk
+    /// along `k`, whose elements leave a gap shorter than a page around it. Every page
+    /// a removed element lies on then holds a byte of a kept one with the same other
+    /// coordinates, so the rest is priced as the whole request — in `O(blocks of axis k)`.
+    fn same_pages(&self, k: usize, q: &Axis, r: &Axis) -> bool {
+        let l = &self.original;
+        let (c, item) = (l.chunk[k], l.itemsize);
+        let stride = l.chunk[k + 1..].iter().product::<u64>() * item;
+        let page = self.model.page_size;
+        let mut j = 0;
+        for &(s, n) in &subtract(q, r).blocks {
+            while j + 1 < r.blocks.len() && r.blocks[j + 1].0 < s {
+                j += 1;
+            }
+            let (Some(&(rs, rn)), Some(&(hi, _))) = (r.blocks.get(j), r.blocks.get(j + 1)) else {
+                return false;
+            };
+            let lo = rs + rn - 1;
+            let gap = (hi - lo).saturating_mul(stride).saturating_sub(item);
+            if rs >= s || hi < s + n || lo / c != hi / c || gap >= page {
+                return false;
+            }
+        }
+        true
     }
 
     /// The cheapest candidate and its modelled saving over the original, remembered
@@ -355,13 +389,14 @@ impl Decider {
         rest[k] = subtract(&axes[k], &sets[k]);
         let parts = vec![
             (Some(i), permuted(&Selection::grid(g), perm)),
-            (None, Selection::grid(Grid { axes: rest })),
+            (None, Selection::grid(Grid { axes: rest.clone() })),
         ];
         let plan = Plan::Split {
             replica: i,
             axis: k,
         };
-        self.bounded(plan, parts, || with_axis(axes, k, held), bound)
+        let rest_is_all = bound.is_some() && self.same_pages(k, &axes[k], &rest[k]);
+        self.bounded(plan, parts, || with_axis(axes, k, held), rest_is_all, bound)
     }
 
     fn concat_points(
@@ -410,7 +445,7 @@ impl Decider {
                 .copied()
                 .collect(),
         };
-        self.bounded(plan, parts, held_points, bound)
+        self.bounded(plan, parts, held_points, false, bound)
     }
 
     fn combined(&self, axes: &[Axis], bound: Option<Bound>) -> Result<Option<Candidate>> {
@@ -483,7 +518,8 @@ impl Decider {
                 best: best.as_ref().map_or(b.best, |c| c.seconds.min(b.best)),
                 ..b
             });
-            if let Some(c) = self.bounded(plan, parts, held, bound)? {
+            let rest_is_all = rest && bound.is_some() && self.same_pages(k, &axes[k], &missing);
+            if let Some(c) = self.bounded(plan, parts, held, rest_is_all, bound)? {
                 if best.as_ref().is_none_or(|b| c.seconds < b.seconds) {
                     best = Some(c);
                 }

@@ -280,17 +280,21 @@ fn replicas_that_do_not_match_the_array_are_refused() {
 /// point plans to win, so pruning (which skips candidates before pricing their rest)
 /// is checked where it matters.
 fn rows_case(a: &[u64], b: &[u64], pts: &[u64]) -> Decider {
+    sets_case(0, a, b, pts)
+}
+
+/// As [`rows_case`], the replicas' index sets along `axis` (0: rows, 1: columns).
+fn sets_case(axis: usize, a: &[u64], b: &[u64], pts: &[u64]) -> Decider {
     let orig = Layout::contiguous(&[64, 512], ITEM, 0).unwrap();
-    let cols: Vec<u64> = (0..512).collect();
     let mut reps = Vec::new();
-    for (rows, perm, base) in [(a, vec![0, 1], 1u64 << 24), (b, vec![1, 0], 1 << 25)] {
-        let shape: Vec<u64> = perm.iter().map(|&j| [rows.len() as u64, 512][j]).collect();
+    for (held, perm, base) in [(a, vec![0, 1], 1u64 << 24), (b, vec![1, 0], 1 << 25)] {
+        let all: [Vec<u64>; 2] = [(0..64).collect(), (0..512).collect()];
+        let mut sets = vec![set(&all[0]), set(&all[1])];
+        sets[axis] = set(held);
+        let shape: Vec<u64> = perm.iter().map(|&j| sets[j].len()).collect();
         reps.push(Replica {
             layout: Layout::contiguous(&shape, ITEM, base).unwrap(),
-            holds: Holds::Product {
-                sets: vec![set(rows), set(&cols)],
-                perm,
-            },
+            holds: Holds::Product { sets, perm },
         });
     }
     reps.push(Replica {
@@ -332,6 +336,30 @@ proptest! {
             let hi = (lo + n).min(512);
             Selection::grid(Grid { axes: vec![set(&rows), Axis { blocks: vec![(lo, hi - lo)] }] })
         };
+        let cands = d.candidates(&sel).unwrap();
+        let cheapest = cands.iter().map(|x| x.seconds).fold(f64::INFINITY, f64::min);
+        let (best, _) = d.choose(&sel).unwrap();
+        prop_assert_eq!(best.seconds, cheapest);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Column sets: removing a few columns from a request often leaves its pages as they
+    /// were, so splits are pruned without pricing their rest; the choice is unchanged.
+    #[test]
+    fn pruning_by_unchanged_pages_keeps_the_cheapest_candidate(
+        a in prop::collection::btree_set(0..512u64, 1..200),
+        b in prop::collection::btree_set(0..512u64, 1..200),
+        cols in prop::collection::btree_set(0..512u64, 1..300),
+        lo in 0..64u64, n in 1..64u64,
+    ) {
+        let (a, b): (Vec<u64>, Vec<u64>) = (a.into_iter().collect(), b.into_iter().collect());
+        let cols: Vec<u64> = cols.into_iter().collect();
+        let mut d = sets_case(1, &a, &b, &[0]);
+        let hi = (lo + n).min(64);
+        let sel = Selection::grid(Grid { axes: vec![Axis { blocks: vec![(lo, hi - lo)] }, set(&cols)] });
         let cands = d.candidates(&sel).unwrap();
         let cheapest = cands.iter().map(|x| x.seconds).fold(f64::INFINITY, f64::min);
         let (best, _) = d.choose(&sel).unwrap();
