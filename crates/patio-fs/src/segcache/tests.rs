@@ -40,7 +40,11 @@ fn id_of(f: &File) -> FileId {
 }
 
 fn observer(src: &Path, dir: &Path, policy: Policy) -> (Arc<Cache>, CacheObserver) {
-    let (cache, _) = open_cache(Some(dir), &config(policy)).unwrap();
+    observer_of(src, dir, &config(policy))
+}
+
+fn observer_of(src: &Path, dir: &Path, cfg: &CacheConfig) -> (Arc<Cache>, CacheObserver) {
+    let (cache, _) = open_cache(Some(dir), cfg).unwrap();
     let cache = Arc::new(cache);
     let store = SlowStore::new(StoreConfig::instant());
     let obs = CacheObserver::new(cache.clone(), src.to_path_buf(), store);
@@ -280,13 +284,7 @@ fn group_caches_what_it_reads_like_lru() {
         let mut cfg = config(policy);
         cfg.popularity.j = 3;
         cfg.popularity.k = 3;
-        let (cache, _) = open_cache(Some(dir.path()), &cfg).unwrap();
-        let cache = Arc::new(cache);
-        let obs = CacheObserver::new(
-            cache.clone(),
-            src.path().to_path_buf(),
-            SlowStore::new(StoreConfig::instant()),
-        );
+        let (cache, obs) = observer_of(src.path(), dir.path(), &cfg);
         let f = File::open(&path).unwrap();
         let r = obs.open_reader(&name, id_of(&f), &f).unwrap();
         read_items(r.as_ref(), &f, &data, &order, 1);
@@ -472,13 +470,7 @@ fn successors_are_learned_across_callers() {
         let mut cfg = config(Policy::Group);
         cfg.popularity.j = 2;
         cfg.popularity.k = 4;
-        let (cache, _) = open_cache(Some(dir.path()), &cfg).unwrap();
-        let cache = Arc::new(cache);
-        let obs = CacheObserver::new(
-            cache.clone(),
-            src.path().to_path_buf(),
-            SlowStore::new(StoreConfig::instant()),
-        );
+        let (cache, obs) = observer_of(src.path(), dir.path(), &cfg);
         let f = File::open(&path).unwrap();
         let r = obs.open_reader(&name, id_of(&f), &f).unwrap();
         for pid in 1..=callers {
