@@ -377,3 +377,28 @@ def test_group_caches_like_lru_and_builds_segments_from_cached_members(
     assert stats["grouping_source_bytes"] == stats["stride_bytes"]
     assert stats["grouping_local_bytes"] > 0 and stats["segment_writes"] > 0
     assert stats["grouping_io_bytes"] == stats["grouping_local_bytes"] + stats["stride_bytes"]
+
+
+def test_successors_are_learned_across_processes(mount: Any, workdir: Path) -> None:
+    """Each process reads the walk once: no process sees a successor twice, together
+    they do (j = 2 of k = 4), so the walk forms groups only when two processes read it."""
+    rng = random.Random(29)
+    data = rng.randbytes(2 << 20)
+    (workdir / "src").mkdir()
+    (workdir / "src" / "m.dat").write_bytes(data)
+    offsets = rng.sample(range(0, 2 << 20, 16384), 24)
+    offsets.append(offsets[0])  # a loop: groups are its strongly connected parts
+    ctx = multiprocessing.get_context("fork")
+    built = {}
+    for readers in (1, 2):
+        opts = [*SMALL, "--link-j", "2", "--link-k", "4", "--idle-ms", "200"]
+        m = mount("group", *opts, cache=f"cache-{readers}")
+        target = str(m.mnt / "m.dat")
+        for _ in range(readers):
+            with ctx.Pool(1) as pool:  # a process of its own each time
+                for off, got in pool.apply(_walk, (target, offsets, 8192, 1)):
+                    assert got == data[off : off + 8192]
+        time.sleep(0.8)  # an idle period: the groups are rebuilt
+        stats = m.stop()
+        built[readers] = stats["groups_built"] + stats["groups_reused"]
+    assert built[1] == 0 and built[2] > 0, built
