@@ -127,6 +127,7 @@ fn counters_json(stats: &CacheStats) -> Map<String, Value> {
     }
     m.insert("group_hit_rate".into(), json!(stats.group_hit_rate()));
     m.insert("hit_rate".into(), json!(stats.hit_rate()));
+    m.insert("grouping_io_ratio".into(), json!(stats.grouping_io_ratio()));
     m
 }
 
@@ -258,14 +259,21 @@ fn render(s: &CacheSummary, mountpoint: &Path, what: &str) -> String {
         (
             "groups",
             format!(
-                "{} built, {} reused in {} builds; grouping I/O {} ({} from SOURCE, {} local)",
+                "{} built, {} reused in {} builds; {} strided batches brought ahead ({}); grouping I/O {} ({} from SOURCE, {} local), {:.2}× the bytes served",
                 grouped(st.groups_built),
                 grouped(st.groups_reused),
                 grouped(st.group_builds),
+                grouped(st.stride_batches),
+                human_bytes(st.stride_bytes),
                 human_bytes(st.grouping_io_bytes),
                 human_bytes(st.grouping_source_bytes),
-                human_bytes(st.grouping_local_bytes)
+                human_bytes(st.grouping_local_bytes),
+                st.grouping_io_ratio()
             ),
+        ),
+        (
+            "idle work",
+            format!("{:.2} s", st.idle_work_ns as f64 / 1e9),
         ),
         (
             "successor graph",

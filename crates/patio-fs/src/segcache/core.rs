@@ -363,8 +363,7 @@ impl State {
     /// [`MAX_GROUPING_RATIO`] × the bytes delivered to readers.
     pub(crate) fn grouping_affords(&self, cost: u64) -> bool {
         let s = &self.stats;
-        let delivered = s.bytes_from_memory + s.bytes_from_segments + s.bytes_from_source;
-        (s.grouping_io_bytes + cost) as f64 <= MAX_GROUPING_RATIO * delivered as f64
+        (s.grouping_io_bytes + cost) as f64 <= MAX_GROUPING_RATIO * s.delivered() as f64
     }
 
     /// Drops `item` from both tiers.

@@ -96,6 +96,16 @@ impl CacheStats {
         ratio(self.group_hits, self.accesses)
     }
 
+    /// Bytes delivered to readers, from any tier.
+    pub fn delivered(&self) -> u64 {
+        self.bytes_from_memory + self.bytes_from_segments + self.bytes_from_source
+    }
+
+    /// Grouping I/O / bytes delivered to readers.
+    pub fn grouping_io_ratio(&self) -> f64 {
+        ratio(self.grouping_io_bytes, self.delivered())
+    }
+
     /// Lookups served by either tier / all lookups.
     pub fn hit_rate(&self) -> f64 {
         ratio(self.group_hits + self.plain_hits, self.accesses)
