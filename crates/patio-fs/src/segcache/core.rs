@@ -8,17 +8,21 @@
 //!   item-sized slot of the store (LRU over slots); a memory miss that the store holds
 //!   reads that one slot.
 //! * `group`: a block cache like `lru` with groups as prefetch units on top. Items
-//!   missed are kept in memory (the same LRU) and appended to the open *plain* slot
-//!   of the store (slots, plain or group, are replaced least recently used first, the
-//!   memory and disk budgets are the ones `lru` gets); a hit on a plain slot reads
-//!   that one item. The successor graph ([`super::graph`]) learns which item follows
-//!   which; groups (strongly connected components split to a segment, small ones
-//!   packed) are rebuilt when the graph changed, on a miss and in idle periods. A
-//!   miss on a grouped item reads its whole segment from the store if it is there (a
-//!   *group hit*), else builds the segment — members held in memory or in other
-//!   slots are reused (moved locally), only the rest is read from SOURCE — and writes
-//!   it (the grouping I/O); either way every item of the segment lands in memory, the
-//!   prefetch. A group already stored whole in one slot is not written again.
+//!   missed are kept in memory and appended to the open *plain* slot of the store
+//!   (slots, plain or group, are replaced least recently used first; the memory and
+//!   disk budgets are the ones `lru` gets); a hit on a plain slot reads that one item.
+//!   Memory is [`super::memtier`]: an LRU of demand items beside the items groups
+//!   bring *ahead* of demand, in at most half of it, so it hits whatever an LRU of
+//!   the other half hits. Groups come from two sources. The successor graph
+//!   ([`super::graph`], fed by every caller's stream, across processes) gives
+//!   strongly connected components split to a segment, rebuilt when the graph changed,
+//!   on a miss and in idle periods; a miss on a grouped item reads its segment from
+//!   the store if it is there (a *group hit*), else builds it — members held in
+//!   memory or in other slots are reused, only the rest is read from SOURCE — and
+//!   writes it; the other members come ahead. A strided stream ([`super::stride`])
+//!   brings its next periods ahead at once. Groups compete for their place: a file
+//!   whose ahead items are mostly dropped unused gets no more groups for a while,
+//!   and grouping I/O stays within [`MAX_GROUPING_RATIO`] × the bytes served.
 //!
 //! The fill paths that touch the segment store live in [`super::fill`].
 //!
