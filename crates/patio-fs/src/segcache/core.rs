@@ -41,8 +41,10 @@
 //! **Faults of the cache itself** (the store cannot be read or written) switch the
 //! cache off for the rest of the mount: reads go to SOURCE, and the reason is kept.
 
-use super::graph::{Item, Popularity, SuccessorGraph};
+pub use super::config::{CacheConfig, Policy};
+use super::graph::{Item, SuccessorGraph};
 use super::memtier::MemTier;
+use super::pay::Pay;
 use super::stats::CacheStats;
 use super::store::{SegmentFile, SlotAllocator};
 use super::stride::Strides;
@@ -54,7 +56,7 @@ use std::fs::{File, Metadata};
 use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Callers whose successor streams are followed at once (more: all start again).
 const MAX_STREAMS: usize = 4096;
@@ -62,148 +64,6 @@ const MAX_STREAMS: usize = 4096;
 const AHEAD_SHARE: u64 = 2;
 /// Grouping I/O stays within this many times the bytes delivered to readers.
 pub const MAX_GROUPING_RATIO: f64 = 1.5;
-/// Ahead items of a file dropped unused before its groups are judged.
-const JUDGE_AFTER: u64 = 64;
-/// Misses of a file whose groups do not pay before it is given another chance.
-const RETRY_AFTER: u64 = 1024;
-
-/// Caching policy of the mount.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    None,
-    Lru,
-    Group,
-}
-
-impl Policy {
-    pub fn parse(s: &str) -> Result<Policy, String> {
-        match s {
-            "none" => Ok(Policy::None),
-            "lru" => Ok(Policy::Lru),
-            "group" => Ok(Policy::Group),
-            _ => Err(format!("unknown cache policy {s:?} (none, lru, group)")),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Policy::None => "none",
-            Policy::Lru => "lru",
-            Policy::Group => "group",
-        }
-    }
-
-    /// The policy's code in the segment table.
-    pub fn code(self) -> u8 {
-        self as u8
-    }
-}
-
-/// What the cache is asked to be.
-#[derive(Clone, Debug)]
-pub struct CacheConfig {
-    pub policy: Policy,
-    /// Memory budget of cached items, bytes.
-    pub memory: u64,
-    /// Disk budget of the segment store, bytes.
-    pub disk: u64,
-    /// Segment (slot) size of `group`, bytes; `lru` uses item-sized slots.
-    pub segment: u64,
-    /// Item size, bytes (a multiple of 4 KiB).
-    pub item: u64,
-    pub popularity: Popularity,
-    /// No requests for this long is an idle period (groups built, table saved).
-    pub idle: Duration,
-    /// Graph changes that trigger a rebuild of the groups on a miss.
-    pub build_after: u64,
-}
-
-impl CacheConfig {
-    /// Bytes of one slot of the store.
-    pub fn slot_size(&self) -> u64 {
-        match self.policy {
-            Policy::Group => self.segment,
-            _ => self.item,
-        }
-    }
-
-    /// Slots that fit the disk budget.
-    pub fn slots(&self) -> u64 {
-        self.disk / self.slot_size()
-    }
-
-    /// Why these budgets cannot work, if they cannot.
-    pub fn check(&self) -> Result<(), String> {
-        if self.item == 0 || !self.item.is_multiple_of(4096) {
-            return Err(format!(
-                "item size {} is not a positive multiple of 4 KiB",
-                self.item
-            ));
-        }
-        if self.policy == Policy::None {
-            return Ok(());
-        }
-        let slot = self.slot_size();
-        if !self.segment.is_multiple_of(self.item) || self.segment < self.item {
-            return Err(format!(
-                "segment size {} is not a multiple of the item size {}",
-                self.segment, self.item
-            ));
-        }
-        if self.disk < slot {
-            return Err(format!(
-                "disk budget {} bytes is smaller than one segment ({slot} bytes)",
-                self.disk
-            ));
-        }
-        if self.slots() > u32::MAX as u64 {
-            return Err("disk budget holds more than 2^32 segments".into());
-        }
-        if self.memory < slot {
-            return Err(format!(
-                "memory budget {} bytes is smaller than one segment ({slot} bytes)",
-                self.memory
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// Whether a file's groups earn their place: their ahead items used and dropped
-/// unused (halved as they grow, so the record follows the recent past).
-#[derive(Default, Clone, Copy)]
-pub(crate) struct Pay {
-    pub used: u64,
-    pub wasted: u64,
-    /// Misses since the file's groups were switched off, while they are.
-    pub off_misses: Option<u64>,
-}
-
-impl Pay {
-    /// Groups pay while at least one ahead item in three is used.
-    fn judge(&mut self) {
-        if self.used + self.wasted > 4096 {
-            self.used /= 2;
-            self.wasted /= 2;
-        }
-        if self.off_misses.is_none() && self.wasted >= JUDGE_AFTER && 2 * self.used < self.wasted {
-            self.off_misses = Some(0);
-        }
-    }
-
-    pub fn on(&self) -> bool {
-        self.off_misses.is_none()
-    }
-
-    fn missed(&mut self) {
-        if let Some(n) = &mut self.off_misses {
-            *n += 1;
-            if *n >= RETRY_AFTER {
-                *self = Pay::default();
-            }
-        }
-    }
-}
 
 pub(crate) struct FileState {
     pub rec: FileRec,

@@ -10,14 +10,18 @@
 //! | [`store`] | the slot file (preallocated, `O_DIRECT`) and the slot allocator |
 //! | [`table`] | the persisted segment table (framed, checksummed, generation-numbered) |
 //! | [`memtier`] | the memory tier: the LRU of demand items beside the items groups bring ahead |
+//! | [`config`] | the policy and the budgets |
+//! | `pay` | whether a file's groups earn their place |
 //! | [`core`] | the tiers, the policies, invalidation, what groups may cost |
 //! | [`stats`] | the counters |
 //! | this module | the cache directory (checks, lock, warm start, saves), the observer, the mount |
 
+pub mod config;
 pub mod core;
 mod fill;
 pub mod graph;
 pub mod memtier;
+mod pay;
 pub mod stats;
 pub mod store;
 pub mod stride;
