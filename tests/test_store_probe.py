@@ -148,8 +148,9 @@ def test_store_probe_measures_saves_and_is_the_probed_preset(tmp_path: Path) -> 
 
     # Saved: both accept it, and the Python model is the saved one. (This machine's
     # disk may have no seek cost, and then `reorg plan` rightly finds nothing to gain:
-    # the saved file is given a disk's seek latencies to price the layout on.)
-    s = dict(s, latency_near=1e-3, latency_mid=4e-3, latency_far=8e-3)
+    # the saved file is given a hard disk's parameters to price the layout on.)
+    s = dict(s, stripe_size=65536, rpc_size=65536, latency_seq=5e-5, latency_near=1e-3,
+             latency_mid=4e-3, latency_far=8e-3, bandwidth=150e6)
     saved.write_text(json.dumps(dict(on_disk, striping=s)))
     plan = json.loads(_patio("reorg", "plan", trace, "--file", src, "--store", "probed",
                              "--json", config=cfg).stdout)
