@@ -388,7 +388,7 @@ def test_bench_reorg_json_has_the_acceptance_keys_on_model_and_real_storage() ->
     done = patio("bench", "reorg", "--case", "ior", "--store", "ssd", "--storage", "both",
                  "--run", "held-out", "--ranks", "2", "--segments", "2", "--block-kib", "128",
                  "--transfer-kib", "32", "--mode", "original", "--mode", "original_batched",
-                 "--mode", "collective", "--mode", "reorganized", "--json")  # fmt: skip
+                 "--mode", "collective", "--mode", "reorganized", "--real-repeat", "1", "--json")  # fmt: skip
     rows = json.loads(done.stdout)["cases"]
     assert sorted(r["storage"] for r in rows) == ["model", "real"]
     for r in rows:

@@ -17,6 +17,7 @@ has every start shifted by ``--shift`` % of its request), in one run:
    ``--storage real``: the ranks use the files on the local file system directly; before
    every measurement each file is fsynced and dropped from the page cache
    (``POSIX_FADV_DONTNEED``), and the fraction still resident (``mincore``) is reported;
+   each real-disk time is the fastest of ``--real-repeat`` runs (3 by default);
 3. ``mpirun -n RANKS --oversubscribe python -m patio.reorg.ranks`` reads in each mode
    (:mod:`patio.reorg.ranks`): ``original`` (independent ``Read_at`` per request),
    ``original_batched`` (the rank's requests at once, with the reorganized read's data
@@ -217,7 +218,7 @@ def model_errors(rows: list[dict[str, Any]]) -> None:
 
 def measure_case(case: Case, store: str, targets: int, work: Path, modes: tuple[str, ...],
                  repeat: int, log: Any, held_out: bool = False, shift: float = 10.0,
-                 storages: tuple[str, ...] = ("model",)) -> list[dict[str, Any]]:  # fmt: skip
+                 storages: tuple[str, ...] = ("model",), real_repeat: int = 3) -> list[dict[str, Any]]:  # fmt: skip
     """One row per storage: ``case`` read in each of ``modes``; the plan from ``case``'s
     own trace, or (``held_out``) from :func:`plan_run`'s with ``case``'s starts shifted
     by ``shift`` % of their request."""
@@ -248,7 +249,7 @@ def measure_case(case: Case, store: str, targets: int, work: Path, modes: tuple[
         resident = []
         for mode in modes:
             times = []
-            for _ in range(repeat):
+            for _ in range(real_repeat if storage == "real" else repeat):
                 r = run_mode(case, mode, work, store, targets, perturbation, storage)
                 times.append(r["seconds"])
                 row[f"{mode}_physical_reads"] = r["physical_reads"]
@@ -323,6 +324,8 @@ def parser() -> argparse.ArgumentParser:
                    help="held-out run: starts shifted by this %% of the request (default 10)")
     p.add_argument("--mode", choices=MODES, action="append", help="read modes (default all)")
     p.add_argument("--repeat", type=int, default=1, help="runs per measurement (the fastest is kept)")
+    p.add_argument("--real-repeat", type=int, default=3,
+                   help="runs per real-disk measurement, each after a page-cache drop (default 3)")
     p.add_argument("--sweeps", action="store_true", help="also the robustness and pieces-per-rank sweeps")
     p.add_argument("--no-writes", action="store_true", help="skip the IOR write measurements")
     p.add_argument("--dir", help="scratch directory (default: a temporary one)")
@@ -358,7 +361,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     for name in ("targets", "ranks", "segments", "block_kib", "transfer_kib", "tiles", "tile_elems",
-                 "elem_bytes", "repeat"):  # fmt: skip
+                 "elem_bytes", "repeat", "real_repeat"):  # fmt: skip
         if getattr(args, name) < 1:
             parser().error(f"--{name.replace('_', '-')} must be at least 1")
     if args.block_kib % args.transfer_kib:
@@ -398,7 +401,7 @@ def main(argv: list[str]) -> int:
                     writes = name == "ior" and not held and not args.no_writes
                     modes = reads + (WRITE_MODES if writes else ())
                     rows += measure_case(case, store, args.targets, work, modes, args.repeat, log,
-                                         held, args.shift, storages)  # fmt: skip
+                                         held, args.shift, storages, args.real_repeat)  # fmt: skip
             if args.sweeps:
                 sweep_rows += sweeps(made["ior"], store, args.targets, work, log)
                 sweep_rows += pieces_sweep(args, store, work, log)
