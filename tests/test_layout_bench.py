@@ -5,6 +5,7 @@ read on the real files with the page cache dropped, beside the model."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -94,3 +95,18 @@ def test_real_reads_are_the_pages_the_model_reads(extents: list[tuple[int, int]]
         got |= set(range(s // page, (s + n) // page))
     assert got == want
     assert all(a + n < b for a, n, b in zip(starts, sizes, starts[1:]))  # separate
+
+
+def test_real_reads_follow_a_file_replaced_under_the_same_name(tmp_path: Path) -> None:
+    """A replica evicted and built again under its old name is read anew, not through
+    a descriptor of the deleted file (whose reads past its end return nothing)."""
+    path = tmp_path / "r1.h5"
+    path.write_bytes(b"a" * 4096)
+    disk = bench.RealDisk(4096, reps=1)
+    one = np.array([0], np.uint64)
+    disk.read([(str(path), one * 0, one * 4096)])
+    path.unlink()
+    path.write_bytes(b"b" * (1 << 20))
+    disk.read([(str(path), one * 0 + 8192, one * 65536)])  # past the old file's end
+    assert os.fstat(disk.fds[str(path)]).st_size == 1 << 20
+    disk.close()

@@ -304,19 +304,32 @@ class RealDisk:
         return float(np.median(ta)), float(np.median(tb))
 
     def _fd(self, path: str) -> int:
-        if path not in self.fds:
-            self.fds[path] = os.open(path, os.O_RDONLY)
-        return self.fds[path]
+        """An open descriptor of the file at ``path`` now (a replica evicted and built
+        again under the same name is another file: reopened when the inode changed)."""
+        fd = self.fds.get(path)
+        if fd is not None and os.fstat(fd).st_ino != os.stat(path).st_ino:
+            os.close(fd)
+            fd = None
+        if fd is None:
+            fd = self.fds[path] = os.open(path, os.O_RDONLY)
+        return fd
 
     def read(self, parts: list[tuple[str, Any, Any]]) -> float:
         """Cold seconds of one client's read: ``parts`` are (file, offsets, lengths)."""
         self.resident = max(self.resident, coldcache.drop(sorted({p for p, _, _ in parts})))
         runs = [(self._fd(path), *self._runs(offs, lens)) for path, offs, lens in parts]
+        got = want = 0
         t0 = time.perf_counter()
         for fd, offs, lens in runs:
             for o, n in zip(offs, lens):
-                os.pread(fd, n, o)
-        return time.perf_counter() - t0
+                got += len(os.pread(fd, n, o))
+        elapsed = time.perf_counter() - t0
+        for fd, offs, lens in runs:
+            size = os.fstat(fd).st_size
+            want += sum(max(0, min(o + n, size) - o) for o, n in zip(offs, lens))
+        if got != want:
+            raise OSError(f"real-disk read: {got} of {want} bytes read")
+        return elapsed
 
     def close(self) -> None:
         for fd in self.fds.values():
