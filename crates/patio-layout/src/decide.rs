@@ -267,15 +267,17 @@ impl Decider {
         let Some(b) = bound else {
             return self.candidate(plan, parts).map(Some);
         };
+        let has_rest = parts.iter().any(|p| p.0.is_none());
+        if has_rest && rest_is_all {
+            // Its replica parts plus the original's price: never below the cheapest so
+            // far (the original is a candidate), and the choice needs strictly less.
+            return Ok(None);
+        }
         let mut replica_parts = 0.0;
         for (src, sel) in parts.iter().filter(|p| p.0.is_some()) {
             replica_parts += price_selection(&self.model, &self.consts, self.layout(*src), sel)?;
         }
         if b.beaten(replica_parts) {
-            return Ok(None);
-        }
-        let has_rest = parts.iter().any(|p| p.0.is_none());
-        if has_rest && rest_is_all && b.beaten(replica_parts + b.original) {
             return Ok(None);
         }
         if has_rest {
