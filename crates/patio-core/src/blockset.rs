@@ -8,9 +8,10 @@
 //! * The requests of the stored streams, in order, are cut into *blocks* of at most
 //!   64 KiB of record bytes and [`MAX_BLOCK_REQUESTS`] requests; a long stream spans
 //!   several blocks, short streams share one.
-//! * Each block is written in the smaller of two forms — patterns (`streamset.rs`:
-//!   skeletons, parameters, byte-aligned literals) or records (`records.rs`) — and
-//!   entropy-coded on its own (`entropy.rs`).
+//! * Each block is written in the smallest of three forms — patterns (`streamset.rs`:
+//!   skeletons, parameters, byte-aligned literals), units (`unitform.rs`: every piece
+//!   one pattern, a few bytes each) or records (`records.rs`) — and entropy-coded on
+//!   its own (`entropy.rs`).
 //! * A checksummed index (`setindex.rs`) holds the source column, each stored
 //!   stream's request count and, for a set of several blocks, the block table.
 //! * A set whose stored requests fit one block (at most [`MAX_BLOCK_REQUESTS`], and
@@ -20,7 +21,8 @@
 //! Reaching request `i` of a stream decodes one block; a stream's requests decode the
 //! blocks the stream spans (one when it fits); the requests touching an offset decode
 //! only the stream's blocks whose offset range holds it (when a stream spans several
-//! blocks, the table gives their ranges). Layout: docs/FORMATS.md, "Stream set".
+//! blocks, the table gives their ranges). Inside a block, a query rebuilds only the
+//! stream it asks for. Layout: docs/FORMATS.md, "Stream set".
 
 use crate::codec::Cursor;
 use crate::detect::Detector;
@@ -29,12 +31,15 @@ use crate::error::{CoreError, Result};
 use crate::records;
 use crate::setindex::{self, Columns, Index, Written};
 use crate::streamset::{self, decode_streams_into, encode_streams};
+use crate::unitform;
 use std::collections::HashMap;
 
 pub use crate::setindex::{BlockEntry, MAX_BLOCK_REQUESTS, MAX_STREAMS, VERSION};
 
 const KIND_RECORDS: u8 = 0;
 const KIND_PATTERNS: u8 = 1;
+/// Every piece one pattern (version 3).
+const KIND_UNITS: u8 = 2;
 
 /// Which parts of the encoding are used; every combination decodes with the same
 /// reader. All on by default; the others exist to measure what each part earns.
@@ -42,7 +47,7 @@ const KIND_PATTERNS: u8 = 1;
 pub struct Options {
     /// Store repeated streams once.
     pub dedup: bool,
-    /// Offer the pattern form of each block.
+    /// Offer the pattern and unit forms of each block.
     pub patterns: bool,
     /// Offer the record form of each block.
     pub records: bool,
@@ -228,11 +233,9 @@ fn encode_with(streams: &[(&[u64], &[u64])], detector: &Detector, opts: &Options
         .map(|pieces| {
             let v = views(pieces);
             let forms = block_forms(&v, detector, opts, true);
-            let packed = forms
-                .iter()
-                .map(|raw| entropy::pack(raw, opts.effort))
-                .min_by_key(|p| p.bytes.len())
-                .expect("at least the record form");
+            let views: Vec<&[u8]> = forms.iter().map(Vec::as_slice).collect();
+            let (_, packed) =
+                entropy::pack_smallest(&views, opts.effort).expect("at least the record form");
             let lo = v.iter().flat_map(|v| v.0).copied().min().unwrap_or(0);
             let hi = v
                 .iter()
@@ -279,9 +282,9 @@ fn last_byte(offset: u64, length: u64) -> u64 {
     offset.saturating_add(length.max(1) - 1)
 }
 
-/// The raw forms of one block that `opts` offers and that fit a block: patterns,
-/// records. With `must_fit`, the record form is offered whenever no other form is
-/// (the caller made it fit).
+/// The raw forms of one block that `opts` offers and that fit a block: units (when
+/// every piece is one pattern), patterns, records. With `must_fit`, the record form
+/// is offered whenever no other form is (the caller made it fit).
 fn block_forms(
     views: &[(&[u64], &[u64])],
     detector: &Detector,
@@ -290,6 +293,13 @@ fn block_forms(
 ) -> Vec<Vec<u8>> {
     let mut forms = Vec::new();
     if opts.patterns {
+        if let Some(units) = unitform::encode(views) {
+            let mut raw = vec![KIND_UNITS];
+            raw.extend(units);
+            if raw.len() <= MAX_BLOCK {
+                forms.push(raw);
+            }
+        }
         let mut raw = vec![KIND_PATTERNS];
         raw.extend(encode_streams(views, detector, !opts.packed_literals));
         if raw.len() <= MAX_BLOCK {
@@ -372,48 +382,66 @@ impl<'a> StreamSet<'a> {
     /// Decodes block `b`: its requests in order.
     pub fn decode_block(&self, b: usize) -> Result<Vec<(u64, u64)>> {
         let (mut o, mut l) = (Vec::new(), Vec::new());
-        self.decode_block_into(b, &mut o, &mut l)?;
+        self.decode_block_into(b, None, &mut o, &mut l)?;
         Ok(o.into_iter().zip(l).collect())
     }
 
     /// Decodes block `b`, appending its requests' offsets and lengths (stored streams
-    /// in order) to `offsets` and `lengths`.
+    /// in order) to `offsets` and `lengths` — only stored stream `only`'s when given
+    /// (the other streams' pieces are parsed, not rebuilt).
     fn decode_block_into(
         &self,
         b: usize,
+        only: Option<usize>,
         offsets: &mut Vec<u64>,
         lengths: &mut Vec<u64>,
     ) -> Result<()> {
         let (e, ix) = (&self.index.blocks[b], &self.index);
         let at = ix.base + e.at;
         let raw = self.raw_block(b)?;
-        // The pieces: runs of one stored stream inside the block.
+        // The pieces: runs of one stored stream inside the block, and which is wanted.
         let mut pieces = Vec::new();
+        let mut want = None;
         let (mut pos, end) = (e.first, e.first + e.requests);
         while pos < end {
             let s = ix.starts.partition_point(|&st| st <= pos) - 1;
             let stop = (ix.starts[s] + ix.counts[s]).min(end);
             if stop > pos {
+                if only == Some(s) {
+                    want = Some(pieces.len());
+                }
                 pieces.push((stop - pos) as usize);
             }
             pos = stop;
         }
-        offsets.reserve(e.requests as usize);
-        lengths.reserve(e.requests as usize);
+        if only.is_some() && want.is_none() {
+            return Ok(());
+        }
+        let from = offsets.len();
         let mut c = Cursor::with_base(&raw, at);
         match c.u8()? {
             KIND_RECORDS => {
+                offsets.reserve(e.requests as usize);
+                lengths.reserve(e.requests as usize);
                 for &n in &pieces {
                     records::get_into(&mut c, n, offsets, lengths)?;
                 }
                 if !c.is_at_end() {
                     return Err(c.error("trailing bytes after the block's records"));
                 }
+                if let Some(w) = want {
+                    // Records are read in order: keep the wanted piece's.
+                    let skip = from + pieces[..w].iter().sum::<usize>();
+                    for v in [&mut *offsets, &mut *lengths] {
+                        v.truncate(skip + pieces[w]);
+                        v.drain(from..skip);
+                    }
+                }
             }
             KIND_PATTERNS => {
                 let columns = match ix.version {
-                    VERSION => streamset::Columns::Counted,
-                    _ => streamset::Columns::Sequences,
+                    1 => streamset::Columns::Sequences,
+                    _ => streamset::Columns::Counted,
                 };
                 let counts = decode_streams_into(
                     &raw[1..],
@@ -421,15 +449,23 @@ impl<'a> StreamSet<'a> {
                     e.requests,
                     at,
                     columns,
+                    want,
                     offsets,
                     lengths,
                 )?;
-                if counts != pieces {
+                let expected = match want {
+                    Some(w) => vec![pieces[w]],
+                    None => pieces,
+                };
+                if counts != expected {
                     return Err(CoreError::corrupt(
                         at,
                         format!("block {b} holds streams of other lengths than its index says"),
                     ));
                 }
+            }
+            KIND_UNITS if ix.version >= VERSION => {
+                unitform::decode_into(&mut c, &pieces, want, offsets, lengths)?;
             }
             kind => return Err(CoreError::corrupt(at, format!("unknown block form {kind}"))),
         }
@@ -460,10 +496,18 @@ impl<'a> StreamSet<'a> {
             }
             offsets.clear();
             lengths.clear();
-            self.decode_block_into(b, &mut offsets, &mut lengths)?;
+            self.decode_block_into(b, Some(s), &mut offsets, &mut lengths)?;
             answer.blocks_decoded += 1;
-            let a = (lo.max(e.first) - e.first) as usize;
-            let z = (hi.min(e.first + e.requests) - e.first) as usize;
+            // The block gave the stream's piece, which starts at `piece`.
+            let piece = start.max(e.first);
+            let a = (lo.max(e.first) - piece) as usize;
+            let z = (hi.min(e.first + e.requests) - piece) as usize;
+            if z > offsets.len() {
+                return Err(CoreError::corrupt(
+                    self.index.base + e.at,
+                    format!("block {b} holds fewer of stream {k}'s requests than its index says"),
+                ));
+            }
             answer.requests.extend(
                 offsets[a..z]
                     .iter()
@@ -506,7 +550,7 @@ impl<'a> StreamSet<'a> {
         let ix = &self.index;
         let (mut offsets, mut lengths) = (Vec::new(), Vec::new());
         for b in 0..ix.blocks.len() {
-            self.decode_block_into(b, &mut offsets, &mut lengths)?;
+            self.decode_block_into(b, None, &mut offsets, &mut lengths)?;
         }
         let copies = ix.stored_of.iter().enumerate().any(|(k, &s)| k != s);
         let mut bounds = Vec::with_capacity(ix.stored_of.len() + 1);

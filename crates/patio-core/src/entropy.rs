@@ -83,74 +83,141 @@ pub struct Packed {
 }
 
 /// LZMA-codes `raw` with a dictionary of `dict` bytes (at least the block's length:
-/// every match stays inside the block, and the decoder sizes its own).
-fn lzma(raw: &[u8], preset: u32, (lc, lp, pb): (u32, u32, u32), dict: u32) -> Option<Vec<u8>> {
-    let mut opts = xz2::stream::LzmaOptions::new_preset(preset).ok()?;
-    opts.literal_context_bits(lc)
-        .literal_position_bits(lp)
-        .position_bits(pb)
-        .dict_size(dict);
-    let mut stream = xz2::stream::Stream::new_lzma_encoder(&opts).ok()?;
-    let mut out = Vec::with_capacity(raw.len() + raw.len() / 2 + 64);
-    match stream.process_vec(raw, &mut out, xz2::stream::Action::Finish) {
-        Ok(xz2::stream::Status::StreamEnd) if out.len() >= 13 => Some(out.split_off(13)),
-        _ => None,
-    }
+/// every match stays inside the block, and the decoder sizes its own), or `None` when
+/// that takes more than `limit` bytes (the caller has something smaller).
+fn lzma(
+    raw: &[u8],
+    preset: u32,
+    settings: (u32, u32, u32),
+    dict: u32,
+    limit: usize,
+) -> Option<Vec<u8>> {
+    LZMA_ENCODER.with(|cell| {
+        cell.borrow_mut()
+            .get_or_insert_with(RawLzma::new)
+            .encode(raw, preset, settings, dict, limit)
+    })
 }
 
 /// Codes one block (at most [`MAX_BLOCK`] bytes) in the smallest form `effort` allows.
 pub fn pack(raw: &[u8], effort: Effort) -> Packed {
+    pack_from(raw, effort, stored(raw), 0)
+}
+
+/// The block stored as is.
+fn stored(raw: &[u8]) -> Packed {
     assert!(raw.len() <= MAX_BLOCK, "block of {} bytes", raw.len());
-    let mut best = Packed {
+    Packed {
         codec: CODEC_STORED,
         bytes: raw.to_vec(),
-    };
+    }
+}
+
+/// The zstd level, LZMA preset and LZMA settings `effort` tries on a block of `len`
+/// bytes.
+fn plan(len: usize, effort: Effort) -> (i32, u32, &'static [(u32, u32, u32)]) {
+    match effort {
+        // Setting up an LZMA encoder costs more than coding a small block: zstd alone.
+        Effort::Fast if len < FAST_LZMA_MIN => (FAST_ZSTD_LEVEL, FAST_LZMA_PRESET, &[][..]),
+        Effort::Fast => (FAST_ZSTD_LEVEL, FAST_LZMA_PRESET, &LZMA_SETTINGS[..1]),
+        _ if len <= ZSTD_HIGH_MAX => (ZSTD_LEVEL, LZMA_PRESET, &LZMA_SETTINGS[..]),
+        _ => (FAST_ZSTD_LEVEL, LZMA_PRESET, &LZMA_SETTINGS[..]),
+    }
+}
+
+/// [`pack`] starting from `best`, trying zstd unless `skip` > 0 and the LZMA settings
+/// from the `skip`-th on (those before were tried for `best`).
+fn pack_from(raw: &[u8], effort: Effort, mut best: Packed, skip: usize) -> Packed {
     if effort == Effort::Stored || raw.is_empty() {
         return best;
     }
-    let mut consider = |codec: u8, bytes: Vec<u8>| {
-        if bytes.len() < best.bytes.len() {
-            best = Packed { codec, bytes };
-        }
-    };
-    let (zstd_level, preset, settings) = match effort {
-        // Setting up an LZMA encoder costs more than coding a small block: zstd alone.
-        Effort::Fast if raw.len() < FAST_LZMA_MIN => (FAST_ZSTD_LEVEL, FAST_LZMA_PRESET, &[][..]),
-        Effort::Fast => (FAST_ZSTD_LEVEL, FAST_LZMA_PRESET, &LZMA_SETTINGS[..1]),
-        _ if raw.len() <= ZSTD_HIGH_MAX => (ZSTD_LEVEL, LZMA_PRESET, &LZMA_SETTINGS[..]),
-        _ => (FAST_ZSTD_LEVEL, LZMA_PRESET, &LZMA_SETTINGS[..]),
-    };
-    // At the fast effort (a writer's flush, often of a small record) the encoder's
-    // set-up dominates: a dictionary of the block's size (the smallest liblzma takes
-    // is 4 KiB) and a zstd context kept per thread.
-    let (zstd_out, dict) = match effort {
-        Effort::Fast => (fast_zstd(raw), (raw.len() as u32).clamp(4096, DICT)),
-        _ => (zstd::bulk::compress(raw, zstd_level).ok(), DICT),
-    };
-    if let Some(z) = zstd_out {
-        consider(CODEC_ZSTD, z);
+    let (zstd_level, preset, settings) = plan(raw.len(), effort);
+    // On a small block the encoder's set-up dominates: a dictionary of the block's
+    // size (the smallest liblzma takes is 4 KiB; no match reaches before the block's
+    // start anyway), and one zstd context kept per thread.
+    let dict = (raw.len() as u32).clamp(4096, DICT);
+    let zstd_out = zstd_frame(raw, zstd_level);
+    if let Some(bytes) = zstd_out.filter(|z| z.len() < best.bytes.len()) {
+        best = Packed {
+            codec: CODEC_ZSTD,
+            bytes,
+        };
     }
-    for &(lc, lp, pb) in settings {
-        if let Some(bytes) = lzma(raw, preset, (lc, lp, pb), dict) {
-            consider(lzma_codec((lc, lp, pb)), bytes);
+    for &setting in settings.iter().skip(skip) {
+        // Coding stops once it is no smaller than the best so far.
+        if let Some(bytes) = lzma(raw, preset, setting, dict, best.bytes.len() - 1) {
+            best = Packed {
+                codec: lzma_codec(setting),
+                bytes,
+            };
         }
     }
     best
 }
 
+/// Forms within this share (1/8) of the smallest after the first LZMA trial, plus
+/// [`PRUNE_SLACK`] bytes, get the other trials.
+const PRUNE_SHARE: usize = 8;
+const PRUNE_SLACK: usize = 16;
+
+/// Codes the smallest of several raw forms of one block: which form, and its coded
+/// bytes. At [`Effort::Best`] every form first gets the first LZMA setting only, and
+/// only the forms that came within 1/8 of the smallest get the other trials (zstd,
+/// the other settings): the trials rank forms alike, and coding a form that is far
+/// behind with every coder was most of the writer's time. `None` without forms.
+pub fn pack_smallest(forms: &[&[u8]], effort: Effort) -> Option<(usize, Packed)> {
+    if effort != Effort::Best || forms.len() < 2 {
+        return forms
+            .iter()
+            .map(|raw| pack(raw, effort))
+            .enumerate()
+            .min_by_key(|(_, p)| p.bytes.len());
+    }
+    let firsts: Vec<Packed> = forms
+        .iter()
+        .map(|raw| {
+            let (_, preset, settings) = plan(raw.len(), effort);
+            let first = stored(raw);
+            let dict = (raw.len() as u32).clamp(4096, DICT);
+            match lzma(raw, preset, settings[0], dict, raw.len().saturating_sub(1)) {
+                Some(bytes) => Packed {
+                    codec: lzma_codec(settings[0]),
+                    bytes,
+                },
+                None => first,
+            }
+        })
+        .collect();
+    let least = firsts.iter().map(|p| p.bytes.len()).min()?;
+    let near = least + least / PRUNE_SHARE + PRUNE_SLACK;
+    forms
+        .iter()
+        .zip(firsts)
+        .enumerate()
+        .filter(|(_, (_, p))| p.bytes.len() <= near)
+        .map(|(i, (raw, p))| (i, pack_from(raw, effort, p, 1)))
+        .min_by_key(|(_, p)| p.bytes.len())
+}
+
 thread_local! {
-    /// One zstd coding context per thread at [`FAST_ZSTD_LEVEL`], for [`Effort::Fast`].
-    static FAST_ZSTD: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+    /// One zstd coding context per thread and the level it is set to: creating one
+    /// per block (its tables allocated and cleared) cost more than coding a small one.
+    static ZSTD_ENCODER: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
         const { std::cell::RefCell::new(None) };
 }
 
-fn fast_zstd(raw: &[u8]) -> Option<Vec<u8>> {
-    FAST_ZSTD.with(|cell| {
+/// A zstd frame of `raw` at `level`.
+fn zstd_frame(raw: &[u8], level: i32) -> Option<Vec<u8>> {
+    ZSTD_ENCODER.with(|cell| {
         let mut cell = cell.borrow_mut();
-        let c = match cell.as_mut() {
+        let (set, c) = match cell.as_mut() {
             Some(c) => c,
-            None => cell.insert(zstd::bulk::Compressor::new(FAST_ZSTD_LEVEL).ok()?),
+            None => cell.insert((level, zstd::bulk::Compressor::new(level).ok()?)),
         };
+        if *set != level {
+            c.set_compression_level(level).ok()?;
+            *set = level;
+        }
         c.compress(raw).ok()
     })
 }
@@ -173,7 +240,7 @@ fn unzstd(bytes: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
     })
 }
 
-/// A raw LZMA decoder kept per thread: re-initialised for each block, liblzma keeps its
+/// A raw LZMA coder kept per thread: re-initialised for each block, liblzma keeps its
 /// allocations (decoder state, a dictionary of the same size) instead of making them
 /// anew.
 struct RawLzma(Box<lzma_sys::lzma_stream>);
@@ -201,38 +268,10 @@ impl RawLzma {
         opts.lc = u32::from(props % 9);
         opts.lp = u32::from(props / 9 % 5);
         opts.pb = u32::from(props / 45);
-        let filters = [
-            lzma_sys::lzma_filter {
-                id: lzma_sys::LZMA_FILTER_LZMA1,
-                options: (&mut opts as *mut lzma_sys::lzma_options_lzma).cast(),
-            },
-            lzma_sys::lzma_filter {
-                id: lzma_sys::LZMA_VLI_UNKNOWN,
-                options: std::ptr::null_mut(),
-            },
-        ];
-        let strm = &mut *self.0;
-        // SAFETY: `strm` is an initialised stream, `filters` a terminated chain whose
-        // options outlive the call (liblzma copies what it keeps).
-        let ret = unsafe { lzma_sys::lzma_raw_decoder(strm, filters.as_ptr()) };
-        if ret != lzma_sys::LZMA_OK {
-            return Err(format!("LZMA block has invalid properties {props}"));
-        }
         // One spare byte: a block longer than announced fills it and is refused.
-        let mut out: Vec<u8> = Vec::with_capacity(raw_len + 1);
-        strm.next_in = bytes.as_ptr();
-        strm.avail_in = bytes.len();
-        strm.next_out = out.as_mut_ptr();
-        strm.avail_out = raw_len + 1;
-        // SAFETY: the input and output pointers cover `bytes` and `out`'s capacity.
-        let ret = unsafe { lzma_sys::lzma_code(strm, lzma_sys::LZMA_FINISH) };
-        let written = raw_len + 1 - strm.avail_out;
-        // SAFETY: liblzma wrote `written` bytes at the start of `out`.
-        unsafe { out.set_len(written) };
-        strm.next_in = std::ptr::null();
-        strm.avail_in = 0;
-        strm.next_out = std::ptr::null_mut();
-        strm.avail_out = 0;
+        let (ret, out) = self
+            .run(lzma_sys::lzma_raw_decoder, &mut opts, bytes, raw_len + 1)
+            .ok_or_else(|| format!("LZMA block has invalid properties {props}"))?;
         match ret {
             lzma_sys::LZMA_STREAM_END => Ok(out),
             lzma_sys::LZMA_OK | lzma_sys::LZMA_BUF_ERROR => {
@@ -251,8 +290,82 @@ impl Drop for RawLzma {
     }
 }
 
+impl RawLzma {
+    /// Codes `raw` as raw LZMA with an end marker, `preset` with `(lc, lp, pb)` and a
+    /// dictionary of `dict` bytes; `None` when the result would exceed `limit` bytes
+    /// (coding stops there). Re-initialised for each block, liblzma keeps the match
+    /// finder's tables of the same size instead of allocating them anew.
+    fn encode(
+        &mut self,
+        raw: &[u8],
+        preset: u32,
+        (lc, lp, pb): (u32, u32, u32),
+        dict: u32,
+        limit: usize,
+    ) -> Option<Vec<u8>> {
+        // SAFETY: an all-zero `lzma_options_lzma` is plain integers and null pointers;
+        // `lzma_lzma_preset` fills it (it returns true on an unknown preset).
+        let mut opts: lzma_sys::lzma_options_lzma = unsafe { std::mem::zeroed() };
+        if unsafe { lzma_sys::lzma_lzma_preset(&mut opts, preset) } != 0 {
+            return None;
+        }
+        (opts.lc, opts.lp, opts.pb, opts.dict_size) = (lc, lp, pb, dict);
+        let (ret, out) = self.run(lzma_sys::lzma_raw_encoder, &mut opts, raw, limit)?;
+        (ret == lzma_sys::LZMA_STREAM_END).then_some(out)
+    }
+
+    /// Sets the stream up with `init` (the raw encoder or decoder) for LZMA1 with
+    /// `opts`, and codes `input` to at most `cap` bytes in one call: what liblzma
+    /// returned and what it wrote, or `None` when it refused the options.
+    fn run(
+        &mut self,
+        init: unsafe extern "C" fn(
+            *mut lzma_sys::lzma_stream,
+            *const lzma_sys::lzma_filter,
+        ) -> lzma_sys::lzma_ret,
+        opts: &mut lzma_sys::lzma_options_lzma,
+        input: &[u8],
+        cap: usize,
+    ) -> Option<(lzma_sys::lzma_ret, Vec<u8>)> {
+        let filters = [
+            lzma_sys::lzma_filter {
+                id: lzma_sys::LZMA_FILTER_LZMA1,
+                options: (opts as *mut lzma_sys::lzma_options_lzma).cast(),
+            },
+            lzma_sys::lzma_filter {
+                id: lzma_sys::LZMA_VLI_UNKNOWN,
+                options: std::ptr::null_mut(),
+            },
+        ];
+        let strm = &mut *self.0;
+        // SAFETY: `strm` is an initialised stream, `filters` a terminated chain whose
+        // options outlive the call (liblzma copies what it keeps).
+        if unsafe { init(strm, filters.as_ptr()) } != lzma_sys::LZMA_OK {
+            return None;
+        }
+        let mut out: Vec<u8> = Vec::with_capacity(cap);
+        strm.next_in = input.as_ptr();
+        strm.avail_in = input.len();
+        strm.next_out = out.as_mut_ptr();
+        strm.avail_out = cap;
+        // SAFETY: the input and output pointers cover `input` and `out`'s capacity.
+        let ret = unsafe { lzma_sys::lzma_code(strm, lzma_sys::LZMA_FINISH) };
+        let written = cap - strm.avail_out;
+        // SAFETY: liblzma wrote `written` bytes at the start of `out`.
+        unsafe { out.set_len(written) };
+        strm.next_in = std::ptr::null();
+        strm.avail_in = 0;
+        strm.next_out = std::ptr::null_mut();
+        strm.avail_out = 0;
+        Some((ret, out))
+    }
+}
+
 thread_local! {
     static LZMA: std::cell::RefCell<Option<RawLzma>> = const { std::cell::RefCell::new(None) };
+    /// The encoder's own stream (a thread may code and decode in turn).
+    static LZMA_ENCODER: std::cell::RefCell<Option<RawLzma>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 fn unlzma(props: u8, bytes: &[u8], raw_len: usize) -> std::result::Result<Vec<u8>, String> {

@@ -9,7 +9,8 @@
 //!   [`table`] — the sorted extent table that is its baseline and reference.
 //! * [`codec`] — varints, checksums and framing shared by every on-disk format.
 //! * [`blockset`] — the stream-set format: every stream's requests in entropy-coded
-//!   blocks ([`entropy`]) of patterns ([`streamset`]) or records ([`records`]) behind
+//!   blocks ([`entropy`]) of patterns ([`streamset`]), one-pattern units ([`unitform`])
+//!   or records ([`records`]) behind
 //!   a block index, for random access.
 //! * [`trace`] — the trace model with its native and CSV formats, and
 //!   [`capture`] — the raw per-process files of the LD_PRELOAD tracer.
@@ -41,6 +42,7 @@ pub mod table;
 pub mod trace;
 pub mod tree;
 pub mod unit;
+pub mod unitform;
 pub mod version;
 
 pub use detect::Detector;

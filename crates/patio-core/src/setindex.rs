@@ -9,17 +9,22 @@
 //! A set whose requests fit one block stores no block table at all: its index and its
 //! block are coded together as one unit under the one checksum. A set of several
 //! blocks cuts the stored requests into blocks of one request count, so its table
-//! holds per block only the stored length with the codec and a 16-bit check.
+//! holds per block only four bytes: the stored length, the codec and a 13-bit check
+//! (version 3; version 2 wrote a varint length with the codec and a 16-bit check).
 
 use crate::codec::{crc32c, put_uvarint, Cursor};
 use crate::detect::Detector;
 use crate::entropy::{self, Effort, Packed, MAX_BLOCK};
 use crate::error::{CoreError, Result};
 use crate::seqcodec::{SeqDecoder, SeqEncoder};
+use crate::unitform::{get_aligned, get_aligned_signed, put_aligned, put_aligned_signed};
 use std::borrow::Cow;
 
-/// The version this patio writes; it reads versions 1 and 2.
-pub const VERSION: u8 = 2;
+/// The version this patio writes; it reads versions 1, 2 and 3.
+pub const VERSION: u8 = 3;
+/// Version 2: what version 3 adds is the unit block form, four-byte table entries
+/// and offset ranges as differences.
+pub const V2: u8 = 2;
 /// Version 1 sets start with this magic (and then `u8 1`).
 const V1_MAGIC: &[u8; 4] = b"PSET";
 const V1: u8 = 1;
@@ -34,7 +39,14 @@ const RANGES: u8 = 1 << 5;
 /// The unit (or the index) is entropy-coded: a codec byte and its raw length precede
 /// it; otherwise it is stored as is.
 const CODED: u8 = 1 << 6;
+/// Every stored stream has the same number of requests, written once as an aligned
+/// varint instead of the count column (version 3).
+const EQUAL: u8 = 1 << 7;
 const FLAGS: u8 = MULTI | COPIES | RANGES | CODED;
+/// A version 3 table entry: `u32le`, the stored length less one in the low 16 bits,
+/// the codec's number in [`entropy::WRITTEN`] in the next 3, the check in the top 13.
+const ENTRY: usize = 4;
+const CHECK13: u16 = (1 << 13) - 1;
 /// Bytes before the coded part: head and CRC32C.
 const HEAD: usize = 5;
 
@@ -50,6 +62,8 @@ pub enum Check {
     Crc32(u32),
     /// The low 16 bits of that CRC32C (version 2, sets of several blocks).
     Low16(u16),
+    /// The low 13 bits of that CRC32C (version 3, sets of several blocks).
+    Low13(u16),
     /// Covered by the set's own checksum, verified when the set was opened (version 2,
     /// one block).
     Set,
@@ -60,6 +74,7 @@ impl Check {
         match self {
             Check::Crc32(crc) => crc32c(stored) == crc,
             Check::Low16(low) => crc32c(stored) as u16 == low,
+            Check::Low13(low) => crc32c(stored) as u16 & CHECK13 == low,
             Check::Set => true,
         }
     }
@@ -148,7 +163,8 @@ struct Streams {
 
 /// Reads the stream count, the source column (version 1 always; version 2 only with
 /// `copies`, otherwise every stream is stored) and the stored streams' request counts.
-fn read_streams(c: &mut Cursor, version: u8, copies: bool) -> Result<Streams> {
+fn read_streams(c: &mut Cursor, version: u8, head: u8) -> Result<Streams> {
+    let copies = head & COPIES != 0;
     let n = c.uvarint()?;
     if n > MAX_STREAMS {
         return Err(c.error(format!("{n} streams, more than {MAX_STREAMS}")));
@@ -186,7 +202,14 @@ fn read_streams(c: &mut Cursor, version: u8, copies: bool) -> Result<Streams> {
             d => return Err(c.error(format!("stream {k} copies an unknown stream ({d})"))),
         });
     }
-    let counts = column(c, stored_count as u64, "request count")?;
+    let counts = match head & EQUAL {
+        0 => column(c, stored_count as u64, "request count")?,
+        _ => {
+            let n = get_aligned(c)?;
+            let n = i64::try_from(n).map_err(|_| c.error(format!("{n} requests per stream")))?;
+            vec![n; stored_count]
+        }
+    };
     let mut starts = Vec::with_capacity(counts.len());
     let mut total = 0u64;
     for &n in &counts {
@@ -213,13 +236,14 @@ pub fn read(bytes: &[u8]) -> Result<Index<'_>> {
         .first()
         .ok_or_else(|| CoreError::corrupt(0, "empty stream set"))?;
     let version = head & VERSION_MASK;
-    if version != VERSION {
+    if version != VERSION && version != V2 {
         return Err(CoreError::corrupt(
             0,
-            format!("stream set version {version}, this patio reads versions 1 and 2"),
+            format!("stream set version {version}, this patio reads versions 1 to {VERSION}"),
         ));
     }
-    if head & !(VERSION_MASK | FLAGS) != 0 {
+    let known = if version == V2 { FLAGS } else { FLAGS | EQUAL };
+    if head & !(VERSION_MASK | known) != 0 {
         return Err(CoreError::corrupt(
             0,
             format!("stream set flags {head:#04x} unknown"),
@@ -229,7 +253,7 @@ pub fn read(bytes: &[u8]) -> Result<Index<'_>> {
     c.u8()?;
     let crc = c.u32_le()?;
     if head & MULTI == 0 {
-        return read_one_block(bytes, head, crc);
+        return read_one_block(bytes, head, crc, version);
     }
     let (codec, raw_len) = match head & CODED {
         0 => (entropy::CODEC_STORED, None),
@@ -246,24 +270,35 @@ pub fn read(bytes: &[u8]) -> Result<Index<'_>> {
         Some(n) => entropy::unpack(codec, stored, n.min(usize::MAX as u64) as usize, at)?,
     };
     let mut c = Cursor::with_base(&index, at);
-    let s = read_streams(&mut c, VERSION, head & COPIES != 0)?;
+    let s = read_streams(&mut c, version, head)?;
     let per_block = c.uvarint()?;
     if per_block == 0 || per_block > MAX_BLOCK_REQUESTS as u64 {
         return Err(c.error(format!("{per_block} requests per block")));
     }
     let n_blocks = s.total.div_ceil(per_block);
-    // A table entry takes at least three bytes.
-    if n_blocks > (c.remaining() / 3) as u64 {
+    // A table entry takes at least three bytes (version 2), or four.
+    let least = if version == V2 { 3 } else { ENTRY };
+    if n_blocks > (c.remaining() / least) as u64 {
         return Err(c.error(format!("{n_blocks} blocks, more than the table can hold")));
     }
     let mut blocks = Vec::with_capacity(n_blocks as usize);
     for b in 0..n_blocks {
         let here = c.position();
-        let x = c.uvarint()?;
+        let (codec, len, check) = match version {
+            V2 => {
+                let x = c.uvarint()?;
+                let len = (x >> 3).min(usize::MAX as u64) as usize;
+                (x & 7, len, Check::Low16(c.u16_le()?))
+            }
+            _ => {
+                let x = c.u32_le()?;
+                let len = (x & 0xffff) as usize + 1;
+                (u64::from(x >> 16 & 7), len, Check::Low13((x >> 19) as u16))
+            }
+        };
         let codec = *entropy::WRITTEN
-            .get((x & 7) as usize)
-            .ok_or_else(|| CoreError::corrupt(here, format!("unknown codec {}", x & 7)))?;
-        let len = (x >> 3).min(usize::MAX as u64) as usize;
+            .get(codec as usize)
+            .ok_or_else(|| CoreError::corrupt(here, format!("unknown codec {codec}")))?;
         let first = b * per_block;
         blocks.push(BlockEntry {
             requests: per_block.min(s.total - first),
@@ -271,26 +306,38 @@ pub fn read(bytes: &[u8]) -> Result<Index<'_>> {
             codec,
             at: 0,
             len,
-            check: Check::Low16(c.u16_le()?),
+            check,
             lo: 0,
             hi: u64::MAX,
             first,
         });
     }
     if head & RANGES != 0 {
+        let mut lo = 0u64;
         for b in &mut blocks {
             let here = c.position();
-            b.lo = c.uvarint()?;
-            b.hi =
-                b.lo.checked_add(c.uvarint()?)
-                    .ok_or_else(|| CoreError::corrupt(here, "block offset range overflows"))?;
+            let span = match version {
+                V2 => {
+                    b.lo = c.uvarint()?;
+                    Some(c.uvarint()?)
+                }
+                _ => {
+                    lo = lo.wrapping_add(get_aligned_signed(&mut c)? as u64);
+                    b.lo = lo;
+                    // The range's width, one more than `hi - lo` (0: every offset).
+                    get_aligned(&mut c)?.checked_sub(1)
+                }
+            };
+            b.hi = span
+                .map_or((b.lo == 0).then_some(u64::MAX), |w| b.lo.checked_add(w))
+                .ok_or_else(|| CoreError::corrupt(here, "block offset range overflows"))?;
         }
     }
     if !c.is_at_end() {
         return Err(c.error("trailing bytes after the block table"));
     }
     locate(&mut blocks, at + len, bytes.len())?;
-    Ok(Index::new(Cow::Borrowed(bytes), 0, s, blocks, VERSION))
+    Ok(Index::new(Cow::Borrowed(bytes), 0, s, blocks, version))
 }
 
 /// Places blocks one after the other from `start`; they must end at `end`.
@@ -317,7 +364,7 @@ fn locate(blocks: &mut [BlockEntry], start: usize, end: usize) -> Result<()> {
 
 /// A version 2 set without a block table: with the `CODED` flag `u8 codec` and
 /// `uvar raw_length`, then the unit (index and the one block's raw bytes), all under the CRC32C.
-fn read_one_block(bytes: &[u8], head: u8, crc: u32) -> Result<Index<'_>> {
+fn read_one_block(bytes: &[u8], head: u8, crc: u32, version: u8) -> Result<Index<'_>> {
     if head & RANGES != 0 {
         return Err(CoreError::corrupt(
             0,
@@ -346,7 +393,7 @@ fn read_one_block(bytes: &[u8], head: u8, crc: u32) -> Result<Index<'_>> {
         Some(n) => entropy::unpack(codec, stored, n, base)?,
     };
     let mut u = Cursor::with_base(&unit, base);
-    let s = read_streams(&mut u, VERSION, head & COPIES != 0)?;
+    let s = read_streams(&mut u, version, head)?;
     let raw_at = unit.len() - u.remaining();
     let mut blocks = Vec::new();
     if s.total > 0 {
@@ -367,7 +414,7 @@ fn read_one_block(bytes: &[u8], head: u8, crc: u32) -> Result<Index<'_>> {
     } else if !u.is_at_end() {
         return Err(u.error("trailing bytes after a set without requests"));
     }
-    Ok(Index::new(unit, base, s, blocks, VERSION))
+    Ok(Index::new(unit, base, s, blocks, version))
 }
 
 /// A version 1 set: magic, version, coded header with the stream columns and a block
@@ -401,7 +448,7 @@ fn read_v1(bytes: &[u8]) -> Result<Index<'_>> {
     };
     let body_at = c.position();
     let mut c = Cursor::with_base(&header, at);
-    let s = read_streams(&mut c, V1, true)?;
+    let s = read_streams(&mut c, V1, COPIES)?;
     let n_blocks = c.count(c.remaining() / 8, "block")?;
     let mut blocks = Vec::with_capacity(n_blocks);
     let mut first = 0u64;
@@ -460,17 +507,27 @@ impl Columns<'_> {
         self.source.iter().any(|&d| d != 0)
     }
 
+    /// Every stored stream has the same request count (and there is one).
+    fn equal(&self) -> bool {
+        self.counts.windows(2).all(|w| w[0] == w[1]) && !self.counts.is_empty()
+    }
+
     fn put(&self, detector: &Detector, out: &mut Vec<u8>) {
         let mut enc = SeqEncoder::new();
         put_uvarint(out, self.source.len() as u64);
         if self.copies() {
             enc.encode_column(self.source, detector, out);
         }
-        enc.encode_column(self.counts, detector, out);
+        if self.equal() {
+            put_aligned(out, self.counts[0] as u64);
+        } else {
+            enc.encode_column(self.counts, detector, out);
+        }
     }
 
     fn head(&self, flags: u8) -> u8 {
-        VERSION | flags | if self.copies() { COPIES } else { 0 }
+        let copies = if self.copies() { COPIES } else { 0 };
+        VERSION | flags | copies | if self.equal() { EQUAL } else { 0 }
     }
 }
 
@@ -484,23 +541,20 @@ pub fn write_one_block(
 ) -> Option<Vec<u8>> {
     let mut index = Vec::new();
     columns.put(detector, &mut index);
-    let best = forms
+    let units: Vec<Vec<u8>> = forms
         .iter()
         .filter(|raw| index.len() + raw.len() <= MAX_BLOCK)
-        .map(|raw| {
-            let mut unit = index.clone();
-            unit.extend_from_slice(raw);
-            let packed = entropy::pack(&unit, effort);
-            (unit.len(), packed)
-        })
-        .min_by_key(|(_, p)| p.bytes.len())?;
-    let coded = best.1.codec != entropy::CODEC_STORED;
+        .map(|raw| [index.as_slice(), raw].concat())
+        .collect();
+    let views: Vec<&[u8]> = units.iter().map(Vec::as_slice).collect();
+    let (i, best) = entropy::pack_smallest(&views, effort)?;
+    let coded = best.codec != entropy::CODEC_STORED;
     let mut out = vec![columns.head(if coded { CODED } else { 0 }), 0, 0, 0, 0];
     if coded {
-        out.push(best.1.codec);
-        put_uvarint(&mut out, best.0 as u64);
+        out.push(best.codec);
+        put_uvarint(&mut out, units[i].len() as u64);
     }
-    out.extend_from_slice(&best.1.bytes);
+    out.extend_from_slice(&best.bytes);
     seal(&mut out);
     Some(out)
 }
@@ -530,16 +584,21 @@ pub fn write_blocks(
             .iter()
             .position(|&c| c == b.packed.codec)
             .expect("blocks are coded by entropy::pack");
-        put_uvarint(
-            &mut index,
-            (b.packed.bytes.len() as u64) << 3 | codec as u64,
+        let len = b.packed.bytes.len();
+        assert!(
+            (1..=MAX_BLOCK).contains(&len),
+            "stored block of {len} bytes"
         );
-        index.extend_from_slice(&(crc32c(&b.packed.bytes) as u16).to_le_bytes());
+        let check = crc32c(&b.packed.bytes) as u16 & CHECK13;
+        let entry = (len - 1) as u32 | (codec as u32) << 16 | u32::from(check) << 19;
+        index.extend_from_slice(&entry.to_le_bytes());
     }
     if ranges {
+        let mut lo = 0u64;
         for b in blocks {
-            put_uvarint(&mut index, b.lo);
-            put_uvarint(&mut index, b.hi - b.lo);
+            put_aligned_signed(&mut index, b.lo.wrapping_sub(lo) as i64);
+            put_aligned(&mut index, (b.hi - b.lo).wrapping_add(1));
+            lo = b.lo;
         }
     }
     let packed = if index.len() <= MAX_BLOCK {

@@ -450,6 +450,7 @@ pub fn decode_streams_within(
         max_requests,
         base,
         Columns::Counted,
+        None,
         &mut offsets,
         &mut lengths,
     )?;
@@ -471,15 +472,18 @@ type RelativeRow = (Vec<i64>, Vec<i64>);
 /// version 1 stream set wrote) like [`decode_streams_within`], appending every
 /// stream's offsets and lengths, stream after stream, to `offsets` and `lengths`;
 /// returns each stream's request count. `streams` is the number of streams (with
-/// [`Columns::Sequences`], the most there may be). No allocation per stream: streams
-/// that share a skeleton and a parameter row (the same requests from another first
-/// offset) are rebuilt once.
+/// [`Columns::Sequences`], the most there may be). With `only`, stream `only` alone is
+/// rebuilt (the others parsed) and its count is the one returned. No allocation per
+/// stream: streams that share a skeleton and a parameter row (the same requests from
+/// another first offset) are rebuilt once.
+#[allow(clippy::too_many_arguments)]
 pub fn decode_streams_into(
     bytes: &[u8],
     streams: u64,
     max_requests: u64,
     base: usize,
     columns: Columns,
+    only: Option<usize>,
     offsets: &mut Vec<u64>,
     lengths: &mut Vec<u64>,
 ) -> Result<Vec<usize>> {
@@ -592,10 +596,14 @@ pub fn decode_streams_into(
         uses.iter().map(|u| vec![None; u.len()]).collect();
     let (mut positions, mut rel_lengths) = (Vec::new(), Vec::new());
     let mut counts = Vec::with_capacity(ids.len());
-    for ((&id, &first_off), &first_len) in ids.iter().zip(&first_offsets).zip(&first_lengths) {
+    let each = ids.iter().zip(&first_offsets).zip(&first_lengths);
+    for (k, ((&id, &first_off), &first_len)) in each.enumerate() {
         let s = &skeletons[id as usize];
         let (row_ids, values, distinct) = &mut matrices[id as usize];
         let row = row_ids.next().expect("one row per member") as usize;
+        if only.is_some_and(|o| o != k) {
+            continue;
+        }
         let (pos, len): (&[i64], &[i64]) = match memo[id as usize].get(row) {
             Some(Some((p, l))) => {
                 let n = (p.len() as u64).saturating_mul(2);

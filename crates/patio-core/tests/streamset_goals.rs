@@ -1,9 +1,11 @@
 //! The stream set's fixed costs on small and degenerate traces, asserted: a stream
-//! that is one pattern costs at most 8 bytes, the head and block table at most 16
-//! bytes plus 4 per block, and a small set is one block — on the synthetic extremes
-//! (4 streams × 65,536 identical requests, 1 stream × 1 request, 64 streams × 3
+//! that is one pattern costs at most 8 bytes (alone or among others), the head and
+//! block table at most 16 bytes plus 4 per block (also when blocks are large), and a
+//! small set is one block — on the synthetic extremes (4 streams × 65,536 identical
+//! requests, a lone one-pattern stream, 1 stream × 1 request, 64 streams × 3
 //! requests, no streams). Degenerate sets round-trip (property), damaged or truncated
-//! ones are typed errors naming a byte, and sets written by version 1 still read.
+//! ones are typed errors naming a byte, and sets written by versions 1 and 2 still
+//! read.
 //! The comparison with generic compressors on the same sets is
 //! `tests/test_streamset_traces.py` (through `patio analyze`).
 
@@ -20,6 +22,9 @@ const FIXED: usize = 16;
 const PER_BLOCK: usize = 4;
 /// A stream that is one pattern, at most.
 const PER_PATTERN_STREAM: usize = 8;
+/// What a one-block set spends beside its streams: head, CRC32C, stream count and
+/// the block's form byte.
+const ONE_BLOCK_FIXED: usize = 7;
 
 fn encoded(streams: &Streams) -> Vec<u8> {
     let views: Vec<(&[u64], &[u64])> = streams
@@ -67,6 +72,41 @@ fn four_streams_of_65536_identical_requests_cost_a_few_bytes_each() {
     assert_eq!(blocks, 1);
     assert!(
         size <= FIXED + PER_BLOCK + 8 * PER_PATTERN_STREAM,
+        "{size} bytes"
+    );
+}
+
+#[test]
+fn a_lone_one_pattern_stream_costs_a_few_bytes() {
+    // A request repeated, a constant stride, a cycle of two steps: each one pattern,
+    // with offsets and sizes multiples of powers of two, as I/O has them.
+    let n = 65_536u64;
+    let cases: Streams = vec![
+        identical(1, n as usize).remove(0),
+        (
+            (0..n).map(|i| (3 << 30) + i * 4096).collect(),
+            vec![4096; n as usize],
+        ),
+        (
+            (0..n)
+                .map(|i| (i / 2) * (1 << 20) + (i % 2) * 512)
+                .collect(),
+            vec![512; n as usize],
+        ),
+    ];
+    for stream in cases {
+        let (size, blocks) = size_and_blocks(&vec![stream.clone()]);
+        assert_eq!(blocks, 1);
+        assert!(
+            size <= ONE_BLOCK_FIXED + PER_PATTERN_STREAM,
+            "{size} bytes for {:?}",
+            &stream.0[..3]
+        );
+    }
+    // Among other streams, as the set's only content: the same bound per stream.
+    let (size, _) = size_and_blocks(&identical(16, 4096));
+    assert!(
+        size <= ONE_BLOCK_FIXED + 16 * PER_PATTERN_STREAM,
         "{size} bytes"
     );
 }
@@ -139,6 +179,102 @@ fn a_set_of_many_blocks_has_a_small_table() {
     assert_eq!(a.blocks_decoded, 1);
 }
 
+/// A pseudo-random sequence (64-bit LCG, high bits).
+fn lcg(seed: &mut u64) -> u64 {
+    *seed = seed
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
+    *seed >> 33
+}
+
+#[test]
+fn a_table_of_large_blocks_stays_within_four_bytes_per_block() {
+    // Random offsets and sizes: blocks of tens of kilobytes, entropy coding can do
+    // little; one request per stream, so the table gives no offset ranges.
+    let mut seed = 15;
+    let streams: Streams = (0..40_000)
+        .map(|_| {
+            (
+                vec![lcg(&mut seed) << 9],
+                vec![1 + lcg(&mut seed) % (1 << 20)],
+            )
+        })
+        .collect();
+    let bytes = encoded(&streams);
+    let set = StreamSet::open(&bytes).unwrap();
+    let blocks = set.blocks();
+    assert!(blocks.len() > 1);
+    assert!(blocks.iter().all(|b| b.len > 2048), "blocks over 2 KiB");
+    let table = blocks[0].at;
+    assert!(
+        table <= FIXED + PER_BLOCK * blocks.len(),
+        "{table} bytes for {} blocks",
+        blocks.len()
+    );
+    assert_eq!(set.decode_all().unwrap(), streams);
+}
+
+/// The streams of `data/v2_one_block.set` (64 rank-strided streams of 3 requests, a
+/// quadratic stream, a repeated request, a copy of the first stream).
+fn v2_one_block() -> Streams {
+    let mut s: Streams = (0..64u64)
+        .map(|r| ((0..3).map(|i| (i * 64 + r) * 4096).collect(), vec![4096; 3]))
+        .collect();
+    s.push((
+        (0..1000u64).map(|i| i * i * 7).collect(),
+        (0..1000u64).map(|i| i % 13 + 1).collect(),
+    ));
+    s.push((vec![1 << 30; 65_536], vec![1 << 20; 65_536]));
+    s.push(s[0].clone());
+    s
+}
+
+/// The streams of `data/v2_blocks.set` (a strided stream spanning blocks and a
+/// random one).
+fn v2_blocks() -> Streams {
+    let mut seed = 29u64;
+    let a = (
+        (0..300_000u64).map(|i| i * 4096).collect(),
+        vec![4096; 300_000],
+    );
+    let b = (
+        (0..800).map(|_| lcg(&mut seed) << 9).collect(),
+        (0..800).map(|_| 1 + lcg(&mut seed) % 70_000).collect(),
+    );
+    vec![a, b]
+}
+
+#[test]
+fn version_2_sets_still_read() {
+    // Written by the version 2 encoder (commit b3475be) from the streams above.
+    let cases: [(&[u8], Streams); 2] = [
+        (include_bytes!("data/v2_one_block.set"), v2_one_block()),
+        (include_bytes!("data/v2_blocks.set"), v2_blocks()),
+    ];
+    for (bytes, want) in cases {
+        let set = StreamSet::open(bytes).unwrap();
+        assert_eq!(set.version(), 2);
+        assert_eq!(set.decode_all().unwrap(), want);
+        for (k, (o, l)) in want.iter().enumerate() {
+            let i = o.len() / 2;
+            assert_eq!(
+                set.request(k, i as u64).unwrap().requests,
+                vec![(o[i], l[i])]
+            );
+            let a = set.touching(k, o[i]).unwrap();
+            assert!(a.requests.contains(&(o[i], l[i])));
+        }
+    }
+    common::set_refuses_damage(include_bytes!("data/v2_one_block.set"));
+    // The multi-block set's offset ranges still narrow a query to one block.
+    let set = StreamSet::open(include_bytes!("data/v2_blocks.set")).unwrap();
+    assert!(set.blocks().len() > 1);
+    assert_eq!(
+        set.touching(0, 4096 * 299_990 + 5).unwrap().blocks_decoded,
+        1
+    );
+}
+
 #[test]
 fn a_long_stream_spans_blocks_and_offsets_find_one() {
     let n = 600_000u64;
@@ -155,7 +291,11 @@ fn a_long_stream_spans_blocks_and_offsets_find_one() {
 
 #[test]
 fn damaged_degenerate_sets_are_errors_naming_a_byte() {
-    for streams in [identical(4, 65_536), vec![(vec![0], vec![4096])]] {
+    for streams in [
+        identical(4, 65_536),
+        identical(1, 65_536),
+        vec![(vec![0], vec![4096])],
+    ] {
         let bytes = encoded(&streams);
         common::set_refuses_damage(&bytes);
     }
