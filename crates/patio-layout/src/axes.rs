@@ -26,6 +26,22 @@ pub fn intersect(a: &Axis, b: &Axis) -> Axis {
     Axis { blocks: out }
 }
 
+/// `|a ∩ b|`, without building the intersection.
+pub fn overlap(a: &Axis, b: &Axis) -> u64 {
+    let (mut i, mut j, mut n) = (0, 0, 0u64);
+    while i < a.blocks.len() && j < b.blocks.len() {
+        let (s1, e1) = (a.blocks[i].0, a.blocks[i].0 + a.blocks[i].1);
+        let (s2, e2) = (b.blocks[j].0, b.blocks[j].0 + b.blocks[j].1);
+        n += e1.min(e2).saturating_sub(s1.max(s2));
+        if e1 <= e2 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    n
+}
+
 /// `a \ b`.
 pub fn subtract(a: &Axis, b: &Axis) -> Axis {
     let mut out = Vec::new();
@@ -189,6 +205,7 @@ mod tests {
                                     b in prop::collection::btree_set(0..60u64, 0..30)) {
             let (x, y) = (axis_of(&a), axis_of(&b));
             prop_assert_eq!(set_of(&intersect(&x, &y)), a.intersection(&b).copied().collect());
+            prop_assert_eq!(overlap(&x, &y), a.intersection(&b).count() as u64);
             prop_assert_eq!(set_of(&subtract(&x, &y)), a.difference(&b).copied().collect());
             prop_assert_eq!(contains(&y, &x), a.is_subset(&b));
             let u = union([&x, &y].into_iter());

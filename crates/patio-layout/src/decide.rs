@@ -19,7 +19,7 @@
 //!   axis but one are combined, greedily (the replica holding most of what is still
 //!   missing first), with the original for what none holds.
 
-use crate::axes::{contains, intersect, positions, priced_form, subtract};
+use crate::axes::{contains, intersect, overlap, positions, priced_form, subtract, union};
 use crate::error::{LayoutError, Result};
 use crate::layout::Layout;
 use crate::price::{price_selection, Constants};
@@ -470,27 +470,32 @@ impl Decider {
             if usable.len() < 2 {
                 continue;
             }
+            if bound.is_some() {
+                // The rest of any combination keeps at least what no usable replica
+                // holds; when that alone leaves the request's pages, every combination
+                // along k costs the original's price or more.
+                let none = subtract(&axes[k], &union(usable.iter().map(|u| &u.1[k])));
+                if !none.is_empty() && self.same_pages(k, &axes[k], &none) {
+                    continue;
+                }
+            }
             let mut missing = axes[k].clone();
             let mut chosen: Vec<(usize, &[Axis], &[usize], Axis)> = Vec::new();
             while !usable.is_empty() && !missing.is_empty() {
-                let gains: Vec<Axis> = usable
-                    .iter()
-                    .map(|u| intersect(&missing, &u.1[k]))
-                    .collect();
-                let (at, gain) = gains.into_iter().enumerate().fold(
-                    (0, Axis { blocks: Vec::new() }),
-                    |acc, (i, g)| {
-                        if g.len() > acc.1.len() {
-                            (i, g)
-                        } else {
-                            acc
-                        }
-                    },
-                );
-                if gain.is_empty() {
+                // The replica holding most of what is missing (the first on ties).
+                let (at, most) = usable.iter().enumerate().fold((0, 0), |acc, (i, u)| {
+                    let n = overlap(&missing, &u.1[k]);
+                    if n > acc.1 {
+                        (i, n)
+                    } else {
+                        acc
+                    }
+                });
+                if most == 0 {
                     break;
                 }
                 let (i, sets, perm) = usable.remove(at);
+                let gain = intersect(&missing, &sets[k]);
                 missing = subtract(&missing, &gain);
                 chosen.push((i, sets, perm, gain));
             }
