@@ -110,3 +110,10 @@ def test_real_reads_follow_a_file_replaced_under_the_same_name(tmp_path: Path) -
     disk.read([(str(path), one * 0 + 8192, one * 65536)])  # past the old file's end
     assert os.fstat(disk.fds[str(path)]).st_size == 1 << 20
     disk.close()
+
+
+def test_bad_options_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--real-reps", "0"], ["--seed", "-1"], ["--store", "tape"]):
+        assert bench.main(["--kernel", "model", *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("patio bench layout: error:"), err

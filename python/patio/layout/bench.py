@@ -652,6 +652,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     a = parser().parse_args(argv)
     kernels = a.kernel or list(KERNELS)
+    if a.real_reps < 1 or a.seed < 0:
+        print("patio bench layout: error: --real-reps must be at least 1 and --seed at "
+              "least 0", file=sys.stderr)
+        return 2
     try:
         model = costmodel.storage_model(a.store)
     except ValueError as e:
