@@ -253,26 +253,18 @@ impl Decider {
     /// The parts of a candidate priced one after the other, stopping (None) as soon as
     /// the bound proves it cannot be the cheapest: after the replica parts (`held`, the
     /// part of the request they serve, in the original's index space) and before the
-    /// rest read from the original. `rest_is_all`: the rest is known to touch exactly
-    /// the request's pages (see [`Decider::same_pages`]), so it costs the original's
-    /// price.
+    /// rest read from the original.
     fn bounded(
         &self,
         plan: Plan,
         parts: Vec<(Option<usize>, Selection)>,
         held: impl FnOnce() -> Selection,
-        rest_is_all: bool,
         bound: Option<Bound>,
     ) -> Result<Option<Candidate>> {
         let Some(b) = bound else {
             return self.candidate(plan, parts).map(Some);
         };
         let has_rest = parts.iter().any(|p| p.0.is_none());
-        if has_rest && rest_is_all {
-            // Its replica parts plus the original's price: never below the cheapest so
-            // far (the original is a candidate), and the choice needs strictly less.
-            return Ok(None);
-        }
         let mut replica_parts = 0.0;
         for (src, sel) in parts.iter().filter(|p| p.0.is_some()) {
             replica_parts += price_selection(&self.model, &self.consts, self.layout(*src), sel)?;
@@ -302,7 +294,9 @@ impl Decider {
     /// before: every removed block has a kept index on each side, in the same chunk
     /// along `k`, whose elements leave a gap shorter than a page around it. Every page
     /// a removed element lies on then holds a byte of a kept one with the same other
-    /// coordinates, so the rest is priced as the whole request — in `O(blocks of axis k)`.
+    /// coordinates, so the rest costs the original's price — in `O(blocks of axis k)` —
+    /// and a candidate reading it (plus replica parts) is never strictly cheaper than
+    /// the original: pruned before any part of it is built.
     fn same_pages(&self, k: usize, q: &Axis, r: &Axis) -> bool {
         let l = &self.original;
         let (c, item) = (l.chunk[k], l.itemsize);
@@ -376,6 +370,10 @@ impl Decider {
         if held.is_empty() {
             return Ok(None);
         }
+        let rest = subtract(&axes[k], &sets[k]);
+        if bound.is_some() && self.same_pages(k, &axes[k], &rest) {
+            return Ok(None);
+        }
         let g = Grid {
             axes: (0..axes.len())
                 .map(|j| {
@@ -387,18 +385,15 @@ impl Decider {
                 })
                 .collect(),
         };
-        let mut rest = axes.to_vec();
-        rest[k] = subtract(&axes[k], &sets[k]);
         let parts = vec![
             (Some(i), permuted(&Selection::grid(g), perm)),
-            (None, Selection::grid(Grid { axes: rest.clone() })),
+            (None, with_axis(axes, k, rest)),
         ];
         let plan = Plan::Split {
             replica: i,
             axis: k,
         };
-        let rest_is_all = bound.is_some() && self.same_pages(k, &axes[k], &rest[k]);
-        self.bounded(plan, parts, || with_axis(axes, k, held), rest_is_all, bound)
+        self.bounded(plan, parts, || with_axis(axes, k, held), bound)
     }
 
     fn concat_points(
@@ -447,7 +442,7 @@ impl Decider {
                 .copied()
                 .collect(),
         };
-        self.bounded(plan, parts, held_points, false, bound)
+        self.bounded(plan, parts, held_points, bound)
     }
 
     fn combined(&self, axes: &[Axis], bound: Option<Bound>) -> Result<Option<Candidate>> {
@@ -499,7 +494,11 @@ impl Decider {
                 missing = subtract(&missing, &gain);
                 chosen.push((i, sets, perm, gain));
             }
-            if chosen.len() < 2 {
+            if chosen.len() < 2
+                || (bound.is_some()
+                    && !missing.is_empty()
+                    && self.same_pages(k, &axes[k], &missing))
+            {
                 continue;
             }
             let mut parts = Vec::new();
@@ -525,8 +524,7 @@ impl Decider {
                 best: best.as_ref().map_or(b.best, |c| c.seconds.min(b.best)),
                 ..b
             });
-            let rest_is_all = rest && bound.is_some() && self.same_pages(k, &axes[k], &missing);
-            if let Some(c) = self.bounded(plan, parts, held, rest_is_all, bound)? {
+            if let Some(c) = self.bounded(plan, parts, held, bound)? {
                 if best.as_ref().is_none_or(|b| c.seconds < b.seconds) {
                     best = Some(c);
                 }
