@@ -56,11 +56,11 @@ impl Default for ProbeOptions {
 pub enum ProbeError {
     #[error("{0}")]
     Invalid(String),
-    #[error("{path}: {what}: {source}")]
+    #[error("{path}: {what}: {error}")]
     Io {
         path: PathBuf,
         what: &'static str,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -271,7 +271,7 @@ pub fn measure(dir: &Path, opts: ProbeOptions) -> Result<Probe, ProbeError> {
     }
     let io = |path: &Path, what: &'static str| {
         let path = path.to_path_buf();
-        move |source| ProbeError::Io { path, what, source }
+        move |error| ProbeError::Io { path, what, error }
     };
     let dir = fs::canonicalize(dir).map_err(io(dir, "not a directory"))?;
     if !dir.is_dir() {

@@ -107,17 +107,17 @@ pub enum ProbedError {
     Format { path: PathBuf, msg: String },
     #[error("no configuration directory: set XDG_CONFIG_HOME or HOME")]
     NoConfigDir,
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ProbedError + '_ {
-    move |source| ProbedError::Io {
+    move |error| ProbedError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     }
 }
 
