@@ -331,6 +331,13 @@ def test_bad_inputs_are_one_line_errors(workdir: Path) -> None:
     for bad in ("3/2", "x/4", "2"):
         done = patio("bench", "cache", "--sweep-jk", bad, check=False)
         one_line_error(done, "--sweep-jk", "J/K")
+    for flag, value, words in (
+        ("--repeat", "0", ("--repeat", "at least 1")),
+        ("--sizes", "2000", ("--sizes 2000", "at most 1000")),
+        ("--tile-rows", "1", ("--tile-rows", "between")),
+    ):
+        done = patio("bench", "cache", flag, value, check=False)
+        one_line_error(done, *words)
 
 
 def test_group_caches_like_lru_and_builds_segments_from_cached_members(
