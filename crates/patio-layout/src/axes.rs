@@ -71,9 +71,23 @@ pub fn subtract(a: &Axis, b: &Axis) -> Axis {
     Axis { blocks: out }
 }
 
-/// True when every index of `a` is in `b`.
+/// True when every index of `a` is in `b` (stops at the first block of `a` that
+/// leaves `b`).
 pub fn contains(b: &Axis, a: &Axis) -> bool {
-    intersect(a, b).len() == a.len()
+    let mut j = 0;
+    for &(s, n) in &a.blocks {
+        let mut lo = s;
+        while lo < s + n {
+            while j < b.blocks.len() && b.blocks[j].0 + b.blocks[j].1 <= lo {
+                j += 1;
+            }
+            match b.blocks.get(j) {
+                Some(&(bs, bn)) if bs <= lo => lo = bs + bn,
+                _ => return false,
+            }
+        }
+    }
+    true
 }
 
 /// The union of several block lists.

@@ -19,7 +19,7 @@
 //!   axis but one are combined, greedily (the replica holding most of what is still
 //!   missing first), with the original for what none holds.
 
-use crate::axes::{contains, intersect, overlap, positions, priced_form, subtract, union};
+use crate::axes::{contains, intersect, overlap, positions, priced_form, subtract};
 use crate::error::{LayoutError, Result};
 use crate::layout::Layout;
 use crate::price::{price_selection, Constants};
@@ -289,21 +289,21 @@ impl Decider {
         }))
     }
 
-    /// True when a product request with `q` along axis `k`, restricted to its subset `r`
-    /// there, touches exactly the pages (and filtered chunks) of the original it touched
+    /// True when a product request restricted along axis `k` to `r` (its indices there
+    /// less `removed`), touches exactly the pages (and filtered chunks) of the original it touched
     /// before: every removed block has a kept index on each side, in the same chunk
     /// along `k`, whose elements leave a gap shorter than a page around it. Every page
     /// a removed element lies on then holds a byte of a kept one with the same other
     /// coordinates, so the rest costs the original's price — in `O(blocks of axis k)` —
     /// and a candidate reading it (plus replica parts) is never strictly cheaper than
     /// the original: pruned before any part of it is built.
-    fn same_pages(&self, k: usize, q: &Axis, r: &Axis) -> bool {
+    fn same_pages(&self, k: usize, removed: &Axis, r: &Axis) -> bool {
         let l = &self.original;
         let (c, item) = (l.chunk[k], l.itemsize);
         let stride = l.chunk[k + 1..].iter().product::<u64>() * item;
         let page = self.model.page_size;
         let mut j = 0;
-        for &(s, n) in &subtract(q, r).blocks {
+        for &(s, n) in &removed.blocks {
             while j + 1 < r.blocks.len() && r.blocks[j + 1].0 < s {
                 j += 1;
             }
@@ -371,7 +371,7 @@ impl Decider {
             return Ok(None);
         }
         let rest = subtract(&axes[k], &sets[k]);
-        if bound.is_some() && self.same_pages(k, &axes[k], &rest) {
+        if bound.is_some() && self.same_pages(k, &held, &rest) {
             return Ok(None);
         }
         let g = Grid {
@@ -469,8 +469,10 @@ impl Decider {
                 // The rest of any combination keeps at least what no usable replica
                 // holds; when that alone leaves the request's pages, every combination
                 // along k costs the original's price or more.
-                let none = subtract(&axes[k], &union(usable.iter().map(|u| &u.1[k])));
-                if !none.is_empty() && self.same_pages(k, &axes[k], &none) {
+                let none = usable
+                    .iter()
+                    .fold(axes[k].clone(), |left, u| subtract(&left, &u.1[k]));
+                if !none.is_empty() && self.same_pages(k, &subtract(&axes[k], &none), &none) {
                     continue;
                 }
             }
@@ -497,7 +499,7 @@ impl Decider {
             if chosen.len() < 2
                 || (bound.is_some()
                     && !missing.is_empty()
-                    && self.same_pages(k, &axes[k], &missing))
+                    && self.same_pages(k, &subtract(&axes[k], &missing), &missing))
             {
                 continue;
             }
