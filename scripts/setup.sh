@@ -214,7 +214,15 @@ build_all() {
     fi
     say "building python extension patio._native (maturin develop --release)"
     rm -f "$stamp"
-    maturin develop --release -m crates/patio-py/Cargo.toml
+    # pyproject.toml names the wheel's data directory, which scripts/wheel.sh fills and
+    # empties again under the same lock; a development install takes nothing from it (the
+    # venv links the build instead), so it runs while the directory is empty.
+    mkdir -p "$REPO/target"
+    (
+        flock 9
+        rm -rf "$REPO/target/wheel-data" && mkdir -p "$REPO/target/wheel-data"
+        maturin develop --release -m crates/patio-py/Cargo.toml
+    ) 9>"$REPO/target/wheel-data.lock"
     printf '%s\n' "$want" >"$stamp"
 }
 

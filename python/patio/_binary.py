@@ -1,9 +1,11 @@
 """Where the ``patio`` command is: one rule for the package, ``bench/`` and ``tests/``.
 
 Search order: an explicit path (a script's ``--patio``), then ``$PATIO_BIN``, then the
-``patio`` beside this interpreter (the virtual environment's, which ``scripts/setup.sh``
-links to the release build), then the release build of the checkout this package runs
-from (``target/release/patio``), then ``PATH``.
+``patio`` beside this interpreter (the virtual environment's: installed there by the wheel,
+or linked to the release build by ``scripts/setup.sh``), then the scripts directories of
+this Python installation (where ``pip install [--user]`` put the wheel's binary), then the
+release build of the checkout this package runs from (``target/release/patio``), then
+``PATH``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import sysconfig
 from pathlib import Path
 
 #: The checkout this package runs from (when it runs from one).
@@ -26,8 +29,10 @@ def find_patio(explicit: str | os.PathLike[str] | None = None) -> str | None:
     env = os.environ.get("PATIO_BIN")
     if env:
         return env
+    scripts = {sysconfig.get_path("scripts"), sysconfig.get_path("scripts", f"{os.name}_user")}
     for candidate in (
         Path(sys.executable).with_name("patio"),
+        *(Path(s) / "patio" for s in sorted(scripts) if s),
         _REPO / "target" / "release" / "patio",
     ):
         if candidate.is_file() and os.access(candidate, os.X_OK):

@@ -14,6 +14,7 @@ mod python;
 mod query;
 mod reorg;
 mod replay;
+mod shell_cmd;
 mod store_args;
 mod store_cmd;
 mod trace_cmd;
@@ -49,11 +50,15 @@ enum Command {
     /// Pattern-indexed containers: `container stat|map|check|flatten PATH`.
     #[command(subcommand)]
     Container(container::ContainerCommand),
+    /// Write the shell completion script for bash, zsh, fish, elvish or powershell to stdout.
+    Completions(shell_cmd::CompletionsArgs),
     /// Convert a trace between formats (.darshan, .csv, .ptrace in; .csv or .ptrace out).
     Convert(load::ConvertArgs),
     /// FUSE mounts: `mount trace` records every request made through a passthrough mount; `mount prefetch` serves its reads through the prefetch engine; `mount container` stores files as pattern-indexed containers; `mount cache` caches reads in grouped segments on local disk.
     #[command(subcommand)]
     Mount(mount::MountCommand),
+    /// Write man pages for patio and every subcommand into a directory.
+    Man(shell_cmd::ManArgs),
     /// HDF5 layout optimization: `layout status|advise|build|learn|evict|probe` (see `patio layout --help`).
     Layout(python::Passthrough),
     /// One stream's requests, one request, or the requests touching an offset, decoding only the blocks that hold them (JSON with --json).
@@ -86,8 +91,10 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Cache(cmd) => cache_cmd::run(cmd),
         Command::Container(cmd) => container::run(cmd),
+        Command::Completions(args) => shell_cmd::completions::<Cli>(args),
         Command::Convert(args) => load::convert(args),
         Command::Mount(cmd) => mount::run(cmd),
+        Command::Man(args) => shell_cmd::man::<Cli>(args),
         Command::Layout(args) => return exit_code(python::exec_helper("layout", &args)),
         Command::Query(args) => query::run(args),
         Command::Reorg(cmd) => reorg::run(cmd),

@@ -1,0 +1,138 @@
+"""The one wheel, installed as a user installs it: ``scripts/wheel.sh`` builds
+``patio_io-*.whl``, ``pip install`` puts it into a fresh virtual environment outside the
+checkout, and from a directory that is not the checkout the installed ``patio`` analyzes
+a bundled Darshan log, traces a command with the tracer the wheel ships, serves a file
+through ``patio mount prefetch``, and ``import patio, patio.h5`` works — with nothing of
+the checkout (its ``.venv``, ``target/`` or ``python/``) on any search path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_mount_trace import PatioMount
+
+REPO = Path(__file__).resolve().parents[1]
+TRACES = REPO.parent / "shared" / "traces"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A fresh virtual environment with the wheel installed; yields its ``bin/``."""
+    base = tmp_path_factory.mktemp("wheel")
+    dist = base / "dist"
+    subprocess.run(["bash", str(REPO / "scripts" / "wheel.sh"), str(dist)], check=True)
+    wheels = sorted(dist.glob("patio_io-*.whl"))
+    assert len(wheels) == 1, wheels
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, str(wheels[0])], check=True, env=outside_env(), cwd=base)
+    yield venv / "bin"
+
+
+def outside_env() -> dict[str, str]:
+    """The environment of a user who never saw the checkout: no venv of ours, no
+    package source, no patio overrides on any search path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PATIO_", "PYTHON"))}
+    env.pop("VIRTUAL_ENV", None)
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if p and not p.startswith(str(REPO))
+    )
+    return env
+
+
+def run(bindir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = outside_env()
+    env["PATH"] = os.pathsep.join([str(bindir), env["PATH"]])
+    return subprocess.run(
+        list(args), check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_wheel_holds_every_part(installed: Path) -> None:
+    wheel = next((installed.parents[1] / "dist").glob("patio_io-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    for suffix in (
+        "/scripts/patio",
+        "/data/lib/patio/libpatio_trace.so",
+        "/data/lib/patio/libpatio_layout.so",
+        "/data/include/patio/patio_layout.h",
+        "patio/__init__.py",
+        "patio/h5.py",
+    ):
+        assert any(n.endswith(suffix) for n in names), suffix
+    assert any(n.startswith("patio/_native") and n.endswith(".so") for n in names)
+    # Nothing compiled in from the build tree: the checkout's path is not in the binary.
+    binary = (installed / "patio").read_bytes()
+    assert str(REPO).encode() not in binary
+
+
+def test_installed_python_package(installed: Path, tmp_path: Path) -> None:
+    out = run(
+        installed,
+        "python",
+        "-c",
+        "import patio, patio.h5, patio._native; print(patio.__file__)",
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    assert not out.stdout.strip().startswith(str(REPO)), out.stdout
+    version = run(installed, "python", "-m", "patio", "--version", cwd=tmp_path)
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.startswith("patio"), version.stdout
+
+
+def test_installed_analyze_reads_darshan(installed: Path, tmp_path: Path) -> None:
+    log = TRACES / "ior_hdf5_4ranks.darshan"
+    out = run(installed, "patio", "analyze", str(log), "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report, "an empty report"
+
+
+def test_installed_trace_uses_shipped_tracer(installed: Path, tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    dd = ["dd", "if=/dev/zero", f"of={tmp_path / 'f.bin'}", "bs=4096", "count=16"]
+    out = run(installed, "patio", "trace", "--out", str(cap), "--", *dd, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    merged = tmp_path / "run.csv"
+    out = run(installed, "patio", "trace", "merge", str(cap), "-o", str(merged), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = merged.read_text().splitlines()
+    writes = [r for r in rows if "f.bin" in r and ",write," in r.lower()]
+    assert len(writes) >= 16, rows[:5]
+
+
+class InstalledPrefetchMount(PatioMount):
+    """``patio mount prefetch`` run from the installed binary (it needs no Python)."""
+
+    def __init__(self, binary: Path, src: Path, mnt: Path):
+        self.mnt = mnt
+        args = ["mount", "prefetch", str(src), str(mnt), "--policy", "pattern", "--latency-ms", "1"]
+        self.start([str(binary), *args])
+
+
+def test_installed_prefetch_mount(installed: Path, tmp_path: Path) -> None:
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    data = random.Random(7).randbytes(1 << 20)
+    (src / "data.bin").write_bytes(data)
+    mount = InstalledPrefetchMount(installed / "patio", src, mnt)
+    try:
+        with open(mnt / "data.bin", "rb") as f:
+            for off in range(0, len(data), 3 << 14):
+                f.seek(off)
+                assert f.read(1 << 14) == data[off : off + (1 << 14)], off
+        mount.end("SIGINT")
+    finally:
+        mount.cleanup()
