@@ -70,8 +70,8 @@ pub struct Opts {
     /// The trace module to use (default MPIIO when present, else POSIX).
     #[arg(long)]
     module: Option<String>,
-    /// Storage model the gain is priced on: hdd, ssd or lustre (REORGANIZATION §E presets),
-    /// or probed (this machine's, from `patio store probe`).
+    /// Storage model the gain is priced on: hdd, ssd or lustre (presets of the striped
+    /// model), or probed (this machine's, from `patio store probe`).
     #[arg(long, default_value = "hdd")]
     store: String,
     /// Pattern detector window.

@@ -19,9 +19,10 @@ pub struct StoreArgs {
     /// for unlimited (the default when only --latency-ms is given).
     #[arg(long)]
     pub bandwidth_mbps: Option<f64>,
-    /// Striped storage model instead of the flat slow store: hdd, ssd or lustre (each
-    /// read becomes RPCs on per-target FIFO servers costing latency by seek distance +
-    /// bytes / bandwidth; presets in docs/ARCHITECTURE.md). One model for the mount.
+    /// Striped storage model instead of the flat slow store: hdd, ssd, lustre, or probed
+    /// (this machine's, measured by `patio store probe`). Each read becomes RPCs on
+    /// per-target FIFO servers costing latency by seek distance + bytes / bandwidth. One
+    /// model for the mount.
     #[arg(long, value_name = "PRESET", conflicts_with_all = ["latency_ms", "bandwidth_mbps"])]
     pub store: Option<String>,
     /// With --store: the number of targets (servers) instead of the preset's.

@@ -407,7 +407,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--dir", default=".", help="a directory on the storage to measure")
     s.add_argument("--mib", type=int, default=256, help="scratch file size (MiB)")
     s.add_argument("--model", metavar="PRESET", help="fit to the storage model instead "
-                   "(lustre, hdd, ssd)")
+                   "(lustre, hdd, ssd, or probed: this machine's, from `patio store probe`)")
     s.add_argument("--file", help="store the constants in this HDF5 file's knowledge base")
     s.set_defaults(run=cmd_probe)
     return p
