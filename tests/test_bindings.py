@@ -10,6 +10,7 @@ bytes must raise ``ValueError`` - never crash the interpreter or raise a ``Panic
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import struct
 import subprocess
@@ -664,7 +665,7 @@ def test_analyze_stream():
     assert rand["kind"] == "irregular"
     segs = rand["segments"]
     assert segs[0][0] == 0 and segs[-1][1] == 300
-    assert all(a[1] == b[0] for a, b in zip(segs, segs[1:]))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(segs))
     assert analyze_stream([], [])["requests"] == 0
 
 

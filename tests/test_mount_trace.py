@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import errno
 import functools
+import itertools
 import json
 import os
 import shutil
@@ -288,7 +289,7 @@ def test_dd_with_block_size_skip_seek_and_count(mount: Any) -> None:
     assert requests(rows, "out.bin", "write") == [((seek + i) * bs, bs) for i in range(count)]
     pieces = requests(rows, "big.bin", "write")
     assert sum(n for _, n in pieces) == 3 << 20 and len(pieces) > 1
-    assert all(o == p + n for (p, n), (o, _) in zip(pieces, pieces[1:]))
+    assert all(o == p + n for (p, n), (o, _) in itertools.pairwise(pieces))
 
     report = analyze(m.out)
     assert report[("in.bin", dd.pid, "read")]["kind"] == "contiguous"

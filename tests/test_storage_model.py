@@ -7,6 +7,7 @@ reference of the striping. Bad input must raise ``ValueError``, never panic.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -156,7 +157,7 @@ def reference(p: dict[str, int], offsets: list[int], lengths: list[int]) -> dict
                 runs.append([b, b + 1])
         # Page-level: a chunk is a maximal run of consecutive pages.
         chunks.append(sum(1 for i, pg in enumerate(page_set) if i == 0 or pg > page_set[i - 1] + 1))
-        gaps = [b[0] - a[1] for a, b in zip(runs, runs[1:])]
+        gaps = [b[0] - a[1] for a, b in itertools.pairwise(runs)]
         short.append(sum(1 for d in gaps if d <= rpc))
         medium.append(sum(1 for d in gaps if rpc < d <= 10 * rpc))
         long_.append(sum(1 for d in gaps if d > 10 * rpc))

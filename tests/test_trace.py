@@ -12,6 +12,7 @@ signals, mid-run flushes and damaged captures.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -279,7 +280,7 @@ def test_threads_share_a_descriptor(programs: dict[str, Path], tmp_path: Path) -
         assert [(r.offset, r.length) for r in mine] == [
             ((2 * i + t) * 4096, 4096) for i in range(n)
         ]
-        assert all(a.start <= b.start for a, b in zip(mine, mine[1:]))
+        assert all(a.start <= b.start for a, b in itertools.pairwise(mine))
         assert all(r.start <= r.end for r in mine)
 
 

@@ -62,7 +62,7 @@ from ._native import (
 )
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from typing import Self
 
 __all__ = [
     "INDEX_MODES",

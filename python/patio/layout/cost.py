@@ -14,9 +14,9 @@ the storage model itself (:func:`fit_to_model`); both use :func:`fit`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

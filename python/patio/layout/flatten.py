@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -118,7 +118,7 @@ class Chunked:
         return self.stored is not None
 
 
-Layout = Union[Contiguous, Chunked]
+Layout = Contiguous | Chunked
 
 
 @dataclass(frozen=True, eq=False)
