@@ -7,11 +7,8 @@ cd "$REPO"
 
 bash "$REPO/scripts/setup.sh"
 
-# shellcheck disable=SC1091
-[[ -f "$HOME/.cargo/env" ]] && . "$HOME/.cargo/env"
-export VIRTUAL_ENV="$REPO/.venv"
-export PATH="$VIRTUAL_ENV/bin:$PATH"
-export PYO3_PYTHON="$VIRTUAL_ENV/bin/python"
+# shellcheck source=scripts/env.sh
+. "$REPO/scripts/env.sh"
 
 step() { printf '\n==> %s\n' "$*"; }
 
