@@ -6,7 +6,6 @@
 use crate::generic;
 use crate::load::load_trace;
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use patio_core::analysis::{analyze_stream, StreamAnalysis};
 use patio_core::blockset;
 use patio_core::trace::Trace;
@@ -90,16 +89,9 @@ pub fn run(args: Args) -> Result<()> {
     }
     let trace = load_trace(&args.trace)?;
     let detector = Detector::new(args.window);
-    let bar = if trace.requests() > PROGRESS_THRESHOLD && !args.json {
-        let bar = ProgressBar::new(trace.requests() as u64);
-        bar.set_style(ProgressStyle::with_template(
-            "{msg} [{bar:40}] {pos}/{len} requests ({eta})",
-        )?);
-        bar.set_message("analyzing");
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+    let hidden = trace.requests() <= PROGRESS_THRESHOLD || args.json;
+    let bar = crate::report::progress(trace.requests() as u64, hidden);
+    bar.set_message("requests analyzed");
     let analyses: Vec<StreamAnalysis> = trace
         .streams
         .iter()

@@ -193,12 +193,12 @@ pub fn mount(args: CacheArgs) -> Result<()> {
     let what = format!(
         "policy {}, memory {}, disk {}, {} slots, direct I/O, {}",
         cfg.policy.name(),
-        crate::bench::human_bytes(cfg.memory),
-        crate::bench::human_bytes(cfg.disk),
+        crate::report::human_bytes(cfg.memory),
+        crate::report::human_bytes(cfg.disk),
         if cfg.policy == Policy::Group {
-            format!("{} segment", crate::bench::human_bytes(cfg.segment))
+            format!("{} segment", crate::report::human_bytes(cfg.segment))
         } else {
-            format!("{} item", crate::bench::human_bytes(cfg.item))
+            format!("{} item", crate::report::human_bytes(cfg.item))
         },
         describe_store(store.as_ref())
     );
@@ -211,7 +211,7 @@ pub fn mount(args: CacheArgs) -> Result<()> {
 }
 
 fn render(s: &CacheSummary, mountpoint: &Path, what: &str) -> String {
-    use crate::bench::{grouped, human_bytes};
+    use crate::report::{grouped, human_bytes};
     let st = &s.stats;
     let pct = |x: f64| format!("{:.1}%", x * 100.0);
     let mut lines = vec![
@@ -318,7 +318,7 @@ pub fn run(cmd: CacheCommand) -> Result<()> {
 }
 
 fn stat(dir: &Path, as_json: bool) -> Result<()> {
-    use crate::bench::{grouped, human_bytes};
+    use crate::report::{grouped, human_bytes};
     let t = segcache::stat(dir)?;
     let stats = CacheStats::from_named(&t.counters);
     let items: usize = t.segments.iter().map(|s| s.entries.len()).sum();

@@ -4,7 +4,7 @@
 //! `flatten` (write the logical file as a plain file) and `compact` (rewrite the
 //! ended writers' live data into one log set).
 
-use crate::bench::{human_bytes, progress, sig3, write_stdout, PipeOut};
+use crate::report::{human_bytes, progress, sig3, write_stdout, PipeOut};
 use anyhow::{bail, Context, Result};
 use patio_container::{check, compact, flatten, stat, Reader};
 use patio_core::trace::{Op, StreamKey, Trace};

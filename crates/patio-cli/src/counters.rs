@@ -3,7 +3,7 @@
 //! Accuracy (used / prefetched bytes) is unknown when nothing was prefetched: `–` in
 //! text, `null` in JSON.
 
-use crate::bench::{grouped, human_bytes, sig3};
+use crate::report::{grouped, human_bytes, sig3};
 use patio_prefetch::Stats;
 use serde::Serialize;
 

@@ -14,6 +14,7 @@ mod python;
 mod query;
 mod reorg;
 mod replay;
+mod report;
 mod shell_cmd;
 mod store_args;
 mod store_cmd;

@@ -451,7 +451,7 @@ fn prefetch_mount(args: PrefetchArgs) -> Result<()> {
 }
 
 fn render(j: &MountStatsJson, what: &str, mountpoint: &Path) -> String {
-    use crate::bench::{grouped, human_bytes};
+    use crate::report::{grouped, human_bytes};
     let mut reads = format!("{} through the engine", grouped(j.requests));
     if j.passthrough_reads > 0 {
         reads += &format!(
@@ -515,7 +515,7 @@ fn container_mount(args: ContainerArgs) -> Result<()> {
 }
 
 fn render_container(s: &ContainerSummary, mountpoint: &Path) -> String {
-    use crate::bench::{grouped, human_bytes};
+    use crate::report::{grouped, human_bytes};
     let mut lines = vec![
         ("files written", grouped(s.files)),
         (

@@ -3,8 +3,8 @@
 //! becomes contiguous, the remap's size and the modelled gain; `apply` writes the
 //! reorganized copy as a container that serves the original logical file.
 
-use crate::bench::{human_bytes, progress, sig3, write_stdout};
 use crate::load::load_trace;
+use crate::report::{human_bytes, progress, sig3, write_stdout};
 use anyhow::{Context, Result};
 use patio_prefetch::striped::{Striping, StripingError, PRESETS};
 use patio_reorg::{apply, plan, Plan, PlanOptions, SelectOptions};

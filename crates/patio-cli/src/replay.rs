@@ -248,9 +248,9 @@ pub fn run(args: Args) -> Result<()> {
     let json = ReportJson::new(&report);
     if args.json {
         let text = serde_json::to_string_pretty(&json)?;
-        return crate::bench::write_stdout(&format!("{text}\n"));
+        return crate::report::write_stdout(&format!("{text}\n"));
     }
-    crate::bench::write_stdout(&render(&json, &config))
+    crate::report::write_stdout(&render(&json, &config))
 }
 
 /// The per-read records of a replay as CSV.
@@ -270,7 +270,7 @@ fn reads_csv(report: &Report) -> String {
 }
 
 fn render(j: &ReportJson, config: &ReplayConfig) -> String {
-    use crate::bench::{grouped, human_bytes, sig3};
+    use crate::report::{grouped, human_bytes, sig3};
     let mut lines = vec![
         ("policy", j.policy.clone()),
         (
