@@ -379,18 +379,22 @@ def run_workload(w: Workload, model: Any, layout_dir: str, real: bool = False,
     kb.close()
     # Recording run (warm): patio.h5 against h5py, alternating, best of 3.
     t_h5, t_rec = [], []
-    for _ in range(3):
+    for rep in range(3):
         t0 = time.perf_counter()
         with h5py.File(w.path) as f:
             for a in w.learn:
                 f[w.dset][a]
         t_h5.append(time.perf_counter() - t0)
         os.environ["PATIO_LAYOUT"] = "on"
+        # The draw is learned once; the timing repeats record into a scratch base.
+        os.environ["PATIO_LAYOUT_DIR"] = kbdir if rep == 0 else kbdir + ".timing"
         t0 = time.perf_counter()
         with ph5.File(w.path) as f:
             for a in w.learn:
                 f[w.dset][a]
         t_rec.append(time.perf_counter() - t0)
+    os.environ["PATIO_LAYOUT_DIR"] = kbdir
+    shutil.rmtree(kbdir + ".timing", ignore_errors=True)
     record_cpu = max(0.0, (min(t_rec) - min(t_h5)) / max(1, len(w.learn)))
     consts = costmodel.Constants.from_json(dev["constants"])
     draws = {}

@@ -191,7 +191,8 @@ def advise_report(path: str) -> tuple[dict[str, Any], list[Any]]:
                                                        "elements", "lo", "hi")},
                              "costs": row["costs"], "best": best,
                              "overhead_us": row["overhead_s"] * 1e6})
-            out["datasets"].append({"name": dp.dset, "selections": sels})
+            out["datasets"].append({"name": dp.dset, "selections": sels,
+                                    "proposals": planner.savings(dp)})
         return out, plans
     finally:
         kb.close()
