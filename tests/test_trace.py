@@ -157,11 +157,17 @@ def trace(
 
 def merged_analysis(out: Path, tmp_path: Path) -> dict[tuple[str, str, int, str], dict[str, Any]]:
     target = tmp_path / f"{out.name}.ptrace"
-    done = patio("trace", "merge", str(out), "-o", str(target))
+    done = patio("trace", "merge", str(out), "-o", str(target), "--json")
     assert done.returncode == 0, done.stderr
+    written = json.loads(done.stdout)
+    assert written["output"] == str(target) and written["format"] == "ptrace"
+    assert written["bytes"] == target.stat().st_size
+    assert len(written["inputs"]) == len(list(out.glob("*.praw")))
     done = patio("analyze", str(target), "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
+    assert written["streams"] == len(report["streams"])
+    assert written["requests"] == sum(s["requests"] for s in report["streams"])
     return {(s["module"], s["file"], s["rank"], s["op"]): s for s in report["streams"]}
 
 

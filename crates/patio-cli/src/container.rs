@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use patio_container::{check, compact, flatten, stat, Reader};
 use patio_core::trace::{Op, StreamKey, Trace};
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(clap::Subcommand)]
@@ -57,6 +57,9 @@ pub enum ContainerCommand {
         /// Flatten a damaged container anyway (lost writes become zeros).
         #[arg(long)]
         force: bool,
+        /// Report what was written as JSON (path, out, size, data_bytes, damage); no progress bar.
+        #[arg(long)]
+        json: bool,
     },
     /// Rewrite the live data of every ended writer into one log set and remove the logs it replaces, crash-safely.
     ///
@@ -85,31 +88,61 @@ pub fn run(cmd: ContainerCommand) -> Result<()> {
         ContainerCommand::Map { path, out } => map_cmd(path, out),
         ContainerCommand::Check { path, json } => check_cmd(path, json),
         ContainerCommand::Compact { path, json } => compact_cmd(path, json),
-        ContainerCommand::Flatten { path, out, force } => {
-            if !force {
-                // Every damaged place, before the one-line refusal.
-                for d in Reader::open(&path)?.damage() {
-                    eprintln!("patio: warning: damaged: {d}");
-                }
-            }
-            let bar = progress(stat(&path)?.size, false);
-            let done = flatten(&path, &out, force, |done, total| {
-                bar.set_length(total);
-                bar.set_position(done)
-            })?;
-            bar.finish_and_clear();
-            for d in &done.damage {
-                eprintln!("patio: warning: damaged: {d} (lost writes written as zeros)");
-            }
-            eprintln!(
-                "patio: wrote {} ({} bytes, {} of data)",
-                out.display(),
-                done.size,
-                done.data_bytes
-            );
-            Ok(())
+        ContainerCommand::Flatten {
+            path,
+            out,
+            force,
+            json,
+        } => flatten_cmd(&path, &out, force, json),
+    }
+}
+
+/// What `container flatten --json` reports.
+#[derive(Serialize)]
+struct FlattenReport {
+    path: String,
+    out: String,
+    /// Logical size of the file written.
+    size: u64,
+    /// Bytes of it that hold written data (the rest are holes).
+    data_bytes: u64,
+    /// Damaged places whose lost writes were written as zeros (only with --force).
+    damage: Vec<String>,
+}
+
+fn flatten_cmd(path: &Path, out: &Path, force: bool, json: bool) -> Result<()> {
+    if !force {
+        // Every damaged place, before the one-line refusal.
+        for d in Reader::open(path)?.damage() {
+            eprintln!("patio: warning: damaged: {d}");
         }
     }
+    let bar = progress(stat(path)?.size, json);
+    let done = flatten(path, out, force, |done, total| {
+        bar.set_length(total);
+        bar.set_position(done)
+    })?;
+    bar.finish_and_clear();
+    for d in &done.damage {
+        eprintln!("patio: warning: damaged: {d} (lost writes written as zeros)");
+    }
+    if json {
+        let report = FlattenReport {
+            path: path.display().to_string(),
+            out: out.display().to_string(),
+            size: done.size,
+            data_bytes: done.data_bytes,
+            damage: done.damage.iter().map(|d| d.to_string()).collect(),
+        };
+        return write_stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?));
+    }
+    eprintln!(
+        "patio: wrote {} ({} bytes, {} of data)",
+        out.display(),
+        done.size,
+        done.data_bytes
+    );
+    Ok(())
 }
 
 #[derive(Serialize)]

@@ -4,6 +4,7 @@
 use anyhow::{bail, Context, Result};
 use patio_core::trace::{Trace, NATIVE_MAGIC};
 use patio_core::Detector;
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// A native patio trace is recognised by its magic whatever its name; Darshan logs and
@@ -75,11 +76,68 @@ pub struct ConvertArgs {
     /// Output file; its extension (.csv or .ptrace) picks the format.
     #[arg(short, long)]
     output: PathBuf,
+    /// Report what was written as JSON (inputs, output, format, requests, streams, bytes).
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn convert(args: ConvertArgs) -> Result<()> {
     let trace = load_trace(&args.input)?;
-    write_trace(&trace, &args.output)
+    let written = write_trace(&trace, &args.output)?;
+    TraceWritten::new(&[&args.input], &trace, &args.output, written).report(args.json, "converted")
+}
+
+/// What a command that writes a trace (`convert`, `trace merge|convert|recover`)
+/// reports: one line of text, or with `--json` this object.
+#[derive(Serialize)]
+pub struct TraceWritten {
+    pub inputs: Vec<String>,
+    pub output: String,
+    /// `csv` or `ptrace`.
+    pub format: &'static str,
+    pub requests: u64,
+    pub streams: u64,
+    /// Size of the written file.
+    pub bytes: u64,
+}
+
+impl TraceWritten {
+    pub fn new(inputs: &[&Path], trace: &Trace, output: &Path, written: Written) -> Self {
+        TraceWritten {
+            inputs: inputs.iter().map(|p| p.display().to_string()).collect(),
+            output: output.display().to_string(),
+            format: written.format.extension(),
+            requests: trace.requests() as u64,
+            streams: trace.streams.len() as u64,
+            bytes: written.bytes,
+        }
+    }
+
+    /// Prints the report on stdout: JSON, or `VERB N requests in M streams -> OUTPUT`.
+    pub fn report(&self, json: bool, verb: &str) -> Result<()> {
+        if json {
+            let text = serde_json::to_string_pretty(self)?;
+            return crate::report::write_stdout(&format!("{text}\n"));
+        }
+        let from = match self.inputs.as_slice() {
+            [one] => one.clone(),
+            many => format!("{} inputs", many.len()),
+        };
+        crate::report::write_stdout(&format!(
+            "{verb} {from}: {} requests in {} streams -> {} ({})\n",
+            self.requests,
+            self.streams,
+            self.output,
+            crate::report::human_bytes(self.bytes)
+        ))
+    }
+}
+
+/// The format a trace was written in and the size of the file.
+#[derive(Clone, Copy, Debug)]
+pub struct Written {
+    pub format: OutputFormat,
+    pub bytes: u64,
 }
 
 /// Formats a trace can be written in.
@@ -100,7 +158,7 @@ impl OutputFormat {
 
 /// Writes a trace in the format its extension names (.csv or .ptrace): through a
 /// temporary file beside it, fsynced and renamed into place.
-pub fn write_trace(trace: &Trace, output: &Path) -> Result<()> {
+pub fn write_trace(trace: &Trace, output: &Path) -> Result<Written> {
     let format = match output.extension().and_then(|e| e.to_str()) {
         Some("csv") => OutputFormat::Csv,
         Some("ptrace") => OutputFormat::Ptrace,
@@ -109,7 +167,7 @@ pub fn write_trace(trace: &Trace, output: &Path) -> Result<()> {
     write_trace_as(trace, output, format)
 }
 
-pub fn write_trace_as(trace: &Trace, output: &Path, format: OutputFormat) -> Result<()> {
+pub fn write_trace_as(trace: &Trace, output: &Path, format: OutputFormat) -> Result<Written> {
     let bytes = match format {
         OutputFormat::Csv => {
             let mut buf = Vec::new();
@@ -120,5 +178,9 @@ pub fn write_trace_as(trace: &Trace, output: &Path, format: OutputFormat) -> Res
     };
     // Crash-safe: a reader (or a kill) sees the old file or the whole new one.
     patio_core::persist::write_file(output, &bytes)
-        .with_context(|| format!("cannot write {}", output.display()))
+        .with_context(|| format!("cannot write {}", output.display()))?;
+    Ok(Written {
+        format,
+        bytes: bytes.len() as u64,
+    })
 }

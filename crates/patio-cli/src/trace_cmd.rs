@@ -9,7 +9,7 @@
 //! * `patio trace recover TRACE` — the trace a killed `patio mount trace --out TRACE`
 //!   did not write, from the journal it appended to (`patio_fs::tracing::journal`).
 
-use crate::load::{load_trace, write_trace, write_trace_as, OutputFormat};
+use crate::load::{load_trace, write_trace, write_trace_as, OutputFormat, TraceWritten};
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use patio_core::capture::{self, Capture};
@@ -73,6 +73,9 @@ struct MergeArgs {
     /// Output trace; its extension (.ptrace or .csv) picks the format.
     #[arg(short, long)]
     output: PathBuf,
+    /// Report what was written as JSON (inputs, output, format, requests, streams, bytes).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -85,11 +88,14 @@ struct ConvertArgs {
     /// Output file (default: the input with the format's extension).
     #[arg(short, long)]
     output: Option<PathBuf>,
+    /// Report what was written as JSON (inputs, output, format, requests, streams, bytes).
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(args: Args) -> Result<()> {
     match args.action {
-        Some(Action::Merge(m)) => merge(&m.dir, &m.output),
+        Some(Action::Merge(m)) => merge(&m.dir, &m.output, m.json),
         Some(Action::Recover(r)) => recover(&r.trace),
         Some(Action::Convert(c)) => {
             let output = c
@@ -98,7 +104,9 @@ pub fn run(args: Args) -> Result<()> {
             if output == c.input {
                 bail!("{}: output would overwrite the input", output.display());
             }
-            write_trace_as(&load_trace(&c.input)?, &output, c.to)
+            let trace = load_trace(&c.input)?;
+            let written = write_trace_as(&trace, &output, c.to)?;
+            TraceWritten::new(&[&c.input], &trace, &output, written).report(c.json, "converted")
         }
         None => run_traced(args.run),
     }
@@ -290,7 +298,7 @@ pub fn load_captures(files: &[PathBuf]) -> Result<Trace> {
     Ok(capture::merge(&captures))
 }
 
-fn merge(dir: &Path, output: &Path) -> Result<()> {
+fn merge(dir: &Path, output: &Path, json: bool) -> Result<()> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("cannot read directory {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -304,15 +312,9 @@ fn merge(dir: &Path, output: &Path) -> Result<()> {
         );
     }
     let trace = load_captures(&files)?;
-    write_trace(&trace, output)?;
-    println!(
-        "merged {} capture files: {} requests in {} streams -> {}",
-        files.len(),
-        trace.requests(),
-        trace.streams.len(),
-        output.display()
-    );
-    Ok(())
+    let written = write_trace(&trace, output)?;
+    let inputs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    TraceWritten::new(&inputs, &trace, output, written).report(json, "merged")
 }
 
 fn recover(trace: &Path) -> Result<()> {

@@ -127,6 +127,19 @@ fn native_and_csv_give_the_same_report() {
     let a = json_of(&["analyze", csv.to_str().unwrap()]);
     let b = json_of(&["analyze", native.to_str().unwrap()]);
     assert_eq!(a, b);
+    // `convert --json` reports what it wrote: the counts of the trace, the file's size.
+    let report = json_of(&[
+        "convert",
+        csv.to_str().unwrap(),
+        "-o",
+        native.to_str().unwrap(),
+    ]);
+    let original = sample_trace();
+    assert_eq!(report["format"], "ptrace");
+    assert_eq!(report["requests"], original.requests() as u64);
+    assert_eq!(report["streams"], original.streams.len() as u64);
+    assert_eq!(report["bytes"], std::fs::metadata(&native).unwrap().len());
+    assert_eq!(report["inputs"][0], csv.to_str().unwrap());
     // And back to CSV, record for record (times kept to the native format's 1 ns).
     let again = dir.path().join("again.csv");
     patio()

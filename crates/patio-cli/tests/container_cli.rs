@@ -220,12 +220,15 @@ fn flatten_keeps_holes_as_holes() {
     w.write_at(1 << 30, &[9u8; 4096]).unwrap();
     w.close().unwrap();
     let out = tmp.path().join("flat.bin");
-    patio()
-        .args(["container", "flatten"])
-        .arg(&p)
-        .arg(&out)
-        .assert()
-        .success();
+    let report = json(
+        patio()
+            .args(["container", "flatten", "--json"])
+            .arg(&p)
+            .arg(&out),
+    );
+    assert_eq!(report["size"], (1u64 << 30) + 4096);
+    assert_eq!(report["data_bytes"], 8192);
+    assert_eq!(report["damage"], serde_json::json!([]));
     let m = std::fs::metadata(&out).unwrap();
     assert_eq!(m.len(), (1 << 30) + 4096);
     assert!(
