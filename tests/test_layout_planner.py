@@ -84,6 +84,33 @@ def test_repeated_boxes_keep_their_concat_replicas(tmp_path: Path) -> None:
             assert p["held_out_saving_s"] == pytest.approx(p["in_sample_saving_s"])
 
 
+def test_a_family_read_once_gets_a_whole_dataset_order(tmp_path: Path) -> None:
+    """The same box at every step of a leading axis, each step read once (one family
+    pattern): its concat replica serves no step it was not generated from."""
+    path = tmp_path / "f.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("a", data=np.arange(32 * 256 * 256, dtype="f8").reshape(32, 256, 256))
+    with ph5.File(path) as f:
+        for t in range(32):
+            f["a"][t, 40:140, 60:120]
+    kb = KnowledgeBase(path)
+    kb.compact()
+    assert [(p.reads, len(p.starts)) for p in kb.patterns("/a")] == [(32, 32)]
+    kb.close()
+    rep, plans = advise_report(str(path))
+    build, _, _ = planner.plan(plans, [], 3 * 32 * 256 * 256 * 8)
+    assert build and all(p.kind != "concat" for p in build), [p.label() for p in build]
+    concat = [p for p in rep["datasets"][0]["proposals"] if p["kind"] == "concat"]
+    assert concat and concat[0]["in_sample_saving_s"] > 0
+    assert concat[0]["held_out_saving_s"] <= 0
+    with ph5.File(path) as f:  # read twice per step: it recurs, the replica stays
+        for t in range(32):
+            f["a"][t, 40:140, 60:120]
+    _, plans = advise_report(str(path))
+    build, _, _ = planner.plan(plans, [], 3 * 32 * 256 * 256 * 8)
+    assert [p.kind for p in build] == ["concat"], [p.label() for p in build]
+
+
 class _Pat:
     def __init__(self, pid: int, reads: int, members: int) -> None:
         self.id, self.reads = pid, reads
@@ -99,12 +126,13 @@ def test_fold_shares_model(spec: list[tuple[int, int]]) -> None:
     for p, (reads, members) in zip(pats, spec):
         s = shares[p.id]
         assert sum(s) == pytest.approx(1.0)
-        if reads >= planner.RECUR_READS * members:
+        if reads >= planner.RECUR_READS * members or members > 1:
             assert s == (0.5, 0.5)
         else:
             assert s == tuple(1.0 if k == once % 2 else 0.0 for k in range(2))
             once += 1
-    rows = [{"pattern": p.id, "weight": float(p.reads), "folds": shares[p.id]} for p in pats]
+    rows = [{"pattern": p.id, "weight": float(p.reads), "folds": shares[p.id],
+             "recurs": r >= planner.RECUR_READS * m} for p, (r, m) in zip(pats, spec)]
     whole = planner.Proposal("/a", "zorder", {"chunk": [8, 8]}, 1)
     filled = sum(any(r["folds"][k] > 0 for r in rows) for k in range(2))
     got = planner.held_out_weights(whole, rows)
@@ -114,7 +142,12 @@ def test_fold_shares_model(spec: list[tuple[int, int]]) -> None:
         own = planner.Proposal("/a", "concat", {}, 1, pattern=r["pattern"])
         w = planner.held_out_weights(own, rows)
         mine = w[rows.index(r)]
-        if filled < 2 or r["folds"] == (0.5, 0.5):
+        if filled < 2 or r["recurs"]:
             assert mine == pytest.approx(r["weight"])
-        else:  # read in one fold only: its own reads are never held out for it
+        else:  # not repeated: its own reads are never held out for it
             assert mine == 0.0
+        for o, wo in zip(rows, w):  # other patterns' reads: those of the other folds
+            if o is not r and filled == 2:
+                gen = [f > 0 for f in r["folds"]]
+                want = sum(o["folds"][1 - k] for k in range(2) if gen[k]) * o["weight"]
+                assert wo == pytest.approx(want)

@@ -22,11 +22,14 @@ serves are priced at the new best, so two replicas are never built for the same 
 Held-out scoring (cross-validation over the recorded reads): the benefit that admits a
 candidate is what it saves on reads it was *not* generated from. A dataset's recorded
 reads are split into two folds: a pattern read at least twice per member (a selection,
-or every box of a family, that recurs) has half its reads in each fold; a pattern read
-about once per member lies wholly in one fold, patterns alternating between the folds in
-recording order (pattern id). A ``concat`` replica is generated from the folds its
-pattern lies in and earns only the savings on the *other* fold's reads - its own reads
-when they recur there, or other patterns' reads that fall inside it; a whole-dataset
+or every box of a family, that recurs) has half its reads in each fold; so has a family
+read about once per member (its members alternate between the folds, and a replica of
+one fold's members holds none of the other's); a single selection read once lies wholly
+in one fold, such patterns alternating between the folds in recording order (pattern
+id). A ``concat`` replica is generated from the folds its pattern lies in and earns only
+the savings on the *other* fold's reads - its own reads when they recur there (never
+for a family read once per member), or other patterns' reads that fall inside it; a
+whole-dataset
 order (``transposed``, ``chunked``/``zorder``/``hilbert``), whose parameters come only
 from the distribution of extents, is generated from either fold and so earns its saving
 on both. Summed over the two directions, the held-out benefit of a candidate serving
@@ -109,12 +112,17 @@ def hot_patterns(kb: KnowledgeBase, dset: str) -> list[Pattern]:
     return pats[:TOP_PATTERNS]
 
 
+def recurs(p: Pattern) -> bool:
+    """Whether the pattern's reads repeat (each member read ``RECUR_READS`` times)."""
+    return p.reads >= RECUR_READS * max(1, len(p.starts))
+
+
 def fold_shares(pats: list[Pattern]) -> dict[int, tuple[float, ...]]:
     """Per pattern id, the share of its reads in each fold (see the module docstring)."""
     out: dict[int, tuple[float, ...]] = {}
     once = 0
     for p in sorted(pats, key=lambda p: p.id):
-        if p.reads >= RECUR_READS * max(1, len(p.starts)):
+        if recurs(p) or len(p.starts) > 1:
             out[p.id] = (1.0 / FOLDS,) * FOLDS
         else:
             out[p.id] = tuple(1.0 if k == once % FOLDS else 0.0 for k in range(FOLDS))
@@ -129,12 +137,17 @@ def held_out_weights(prop: Proposal, rows: list[dict[str, Any]]) -> list[float]:
     filled = [any(r["folds"][k] > 0 for r in rows) for k in range(FOLDS)]
     if sum(filled) < 2:
         return [r["weight"] for r in rows]
+    own = None
     if prop.pattern is None:  # a whole-dataset order: generated from every fold
         gen = filled
     else:
-        src = next((r["folds"] for r in rows if r["pattern"] == prop.pattern), None)
-        gen = [bool(src and src[k] > 0) for k in range(FOLDS)]
-    return [r["weight"] * sum(r["folds"][j] for k in range(FOLDS) if gen[k]
+        own = next((r for r in rows if r["pattern"] == prop.pattern), None)
+        gen = [bool(own and own["folds"][k] > 0) for k in range(FOLDS)]
+        if own is not None and own["recurs"]:
+            own = None
+    # A pattern that does not recur: its own reads are other data in every other fold.
+    return [0.0 if r is own else
+            r["weight"] * sum(r["folds"][j] for k in range(FOLDS) if gen[k]
                               for j in range(FOLDS) if j != k) for r in rows]
 
 
@@ -304,7 +317,7 @@ def evaluate(kb: KnowledgeBase, f: h5py.File, dset_name: str, model: Any,
                      "kind": p.sel.kind, "elements": sel.nelements(), "lo": list(lo),
                      "hi": list(hi), "weight": p.reads * decay(p.last_seen, now),
                      "best_now": min(current.values()), "costs": costs,
-                     "overhead_s": overhead, "folds": shares[p.id]})
+                     "overhead_s": overhead, "folds": shares[p.id], "recurs": recurs(p)})
     heavy = sorted(range(len(rows)), key=lambda i: rows[i]["weight"],
                    reverse=True)[:MARGINAL_SAMPLE]
     for prop in props:
