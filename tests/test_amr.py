@@ -380,7 +380,13 @@ def test_cli_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     want = read_region_boxwise(src, hier, [2, 2], [9, 9], [1])[0].values
     assert np.array_equal(got, want, equal_nan=True)
     npz = tmp_path / "all.npz"
-    assert main(["read", str(out), "--region", "0,0", "15,15", "-o", str(npz)]) == 0
+    capsys.readouterr()
+    assert main(["read", str(out), "--region", "0,0", "15,15", "-o", str(npz), "--json"]) == 0
+    read = json.loads(capsys.readouterr().out)
     with np.load(npz) as z:
         assert sorted(z.files) == ["level_0", "level_1", "level_2"]
+        assert [lv["level"] for lv in read["levels"]] == [0, 1, 2]
+        for lv in read["levels"]:
+            assert lv["shape"] == list(z[f"level_{lv['level']}"].shape)
+            assert lv["reads"] >= 1 and lv["boxes"] >= 1
     assert digest(src) == before

@@ -139,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--level", type=int)
     s.add_argument("-o", "--output", help=".npy (one level) or an .npz archive (all levels)")
+    s.add_argument("--json", action="store_true",
+                   help="report each level's region, boxes, reads and value shape as JSON")
     return p
 
 
@@ -203,11 +205,30 @@ def _read(a: argparse.Namespace) -> int:
     hier = read_hierarchy(a.file)
     levels = None if a.level is None else [a.level]
     parts = read_region(a.file, hier, lo, hi, levels)
-    for part in parts:
-        print(
-            f"level {part.level}: region {part.lo.tolist()}..{part.hi.tolist()}, "
-            f"{part.boxes.size} boxes in {part.extents} reads, values {list(part.values.shape)}"
-        )
+    if a.json:
+        report = {
+            "file": a.file,
+            "output": a.output,
+            "levels": [
+                {
+                    "level": part.level,
+                    "lo": part.lo.tolist(),
+                    "hi": part.hi.tolist(),
+                    "boxes": int(part.boxes.size),
+                    "reads": int(part.extents),
+                    "shape": list(part.values.shape),
+                }
+                for part in parts
+            ],
+        }
+        print(json.dumps(report))
+    else:
+        for part in parts:
+            print(
+                f"level {part.level}: region {part.lo.tolist()}..{part.hi.tolist()}, "
+                f"{part.boxes.size} boxes in {part.extents} reads, "
+                f"values {list(part.values.shape)}"
+            )
     if a.output:
 
         def write(tmp: str) -> None:
