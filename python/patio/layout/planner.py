@@ -216,7 +216,9 @@ def proposals(dset: h5py.Dataset, pats: list[Pattern]) -> list[Proposal]:
             out.append(Proposal(dset.name, "transposed", {"axes": list(axes)}, full))
     chunk = derive_chunk(shape, itemsize, extents, weights)
     for kind in ("chunked", "zorder", "hilbert"):
-        if kind != "chunked" and len(shape) < 2:
+        # One axis: a chunked copy of a contiguous source holds the elements in the same
+        # order, so it can serve no read better than the original.
+        if len(shape) < 2 and (kind != "chunked" or dset.chunks is None):
             continue
         out.append(Proposal(dset.name, kind, {"chunk": list(chunk)}, full))
     return out
