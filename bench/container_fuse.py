@@ -109,7 +109,7 @@ class Mount:
         mnt.mkdir()
         if index is None:
             out = backend.parent / "trace.ptrace"
-            cmd = [patio_binary(prog=PROG), "mount", "trace", str(backend), str(mnt), "--out", str(out)]
+            cmd = [patio_binary(prog=PROG), "mount", "trace", str(backend), str(mnt), "--output", str(out)]
         else:
             cmd = [patio_binary(prog=PROG), "mount", "container", str(backend), str(mnt), "--index", index]
             cmd += extra

@@ -117,7 +117,7 @@ def test_status_advise_build_read_evict(tmp_path: Path, layout_dir: Path) -> Non
     # On an SSD (page-bound reads) replicas of these reads save about a millisecond per
     # read, far above the measured decision overhead a replica must beat: admission
     # does not hinge on this machine's load.
-    layout_json("probe", "--model", "ssd", "--file", path)
+    layout_json("probe", "--store", "ssd", "--file", path)
     adv = layout_json("advise", path)
     assert {"file", "constants", "datasets"} <= adv.keys()
     assert {d["name"] for d in adv["datasets"]} == {"/a", "/b"}
@@ -333,9 +333,9 @@ def test_evict_and_probe_errors(recorded: Path, tmp_path: Path) -> None:
     make_file(fresh)
     assert_error(layout("evict", fresh, "--all"), "nothing recorded")
     assert_error(layout("probe", "--dir", "/nonexistent"), "/nonexistent")
-    assert_error(layout("probe", "--model", "nosuch"), "nosuch")
+    assert_error(layout("probe", "--store", "nosuch"), "nosuch")
     assert_error(layout("probe", "--dir", tmp_path, "--mib", "0"), "--mib")
-    assert_error(layout("probe", "--model", "lustre", "--file", tmp_path / "no.h5"), "no.h5")
+    assert_error(layout("probe", "--store", "lustre", "--file", tmp_path / "no.h5"), "no.h5")
 
 
 def test_deleted_dataset(recorded: Path) -> None:
@@ -354,9 +354,16 @@ def test_plot_into_missing_directory(recorded: Path) -> None:
 
 # ---------------------------------------------------------------------------- probe
 def test_probe(recorded: Path, tmp_path: Path) -> None:
-    dev = layout_json("probe", "--model", "lustre")
+    dev = layout_json("probe", "--store", "lustre")
     assert all(dev["constants"][k] > 0 for k in ("t_pg", "t_chk", "t_lat"))
     assert dev["source"] == "model"
+    # The old spelling keeps working for a release, with one line naming the new one.
+    old = layout("probe", "--model", "lustre", "--json")
+    assert old.returncode == 0, old.stderr
+    assert json.loads(old.stdout)["constants"] == dev["constants"]
+    assert old.stderr.strip() == (
+        "patio: warning: --model is deprecated and will be removed; use --store"
+    )
 
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -384,7 +391,7 @@ def test_a_compressed_dataset_is_modelled_built_and_read_back(tmp_path: Path) ->
         for _ in range(3):
             for c in (5, 77, 200):
                 f["z"][:, c]
-    layout_json("probe", "--model", "ssd", "--file", path)
+    layout_json("probe", "--store", "ssd", "--file", path)
     adv = layout_json("advise", path)
     (d,) = adv["datasets"]
     assert d["name"] == "/z" and adv["skipped"] == []

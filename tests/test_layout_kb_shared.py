@@ -257,7 +257,7 @@ class SharedMount(Mount):
         self.src, self.mnt, self.out = src, mnt, out
         mnt.mkdir()
         mnt.chmod(0o755)
-        self.start([patio_binary(), "mount", "trace", str(src), str(mnt), "--out", str(out)])
+        self.start([patio_binary(), "mount", "trace", str(src), str(mnt), "--output", str(out)])
 
 
 READER = ("import sys; sys.path.insert(0, sys.argv[3]);"

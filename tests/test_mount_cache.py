@@ -31,16 +31,7 @@ import pytest
 from patio._binary import patio_binary
 from test_mount_trace import PatioMount, one_line_error, patio, scratch, started, tool
 
-SMALL = [
-    "--memory-mib",
-    "1",
-    "--disk-gib",
-    "0.00390625",
-    "--segment-mib",
-    "0.25",
-    "--item-kib",
-    "16",
-]
+SMALL = ["--memory", "1MiB", "--disk", "4MiB", "--segment", "256KiB", "--item", "16KiB"]
 MEMORY, DISK = 1 << 20, 4 << 20
 
 
@@ -305,9 +296,10 @@ def test_bad_inputs_are_one_line_errors(workdir: Path) -> None:
         )
 
     one_line_error(run(source=workdir / "missing"), "does not exist")
-    one_line_error(run("--disk-gib", "0.001"), "smaller than one segment")
-    one_line_error(run("--memory-mib", "1"), "memory budget")
-    one_line_error(run("--segment-mib", "0.1", "--item-kib", "64"), "multiple of the item size")
+    one_line_error(run("--disk", "1MiB"), "smaller than one segment")
+    one_line_error(run("--memory", "1MiB"), "memory budget")
+    one_line_error(run("--segment", "100KiB", "--item", "64KiB"), "multiple of the item size")
+    one_line_error(run("--memory", "64MiB", "--memory-mib", "64"), "give only --memory")
     newer = workdir / "newer"
     newer.mkdir()
     (newer / "table.bin").write_bytes(b"PSGT" + (99).to_bytes(2, "little") + bytes(20))
@@ -332,7 +324,7 @@ def test_bad_inputs_are_one_line_errors(workdir: Path) -> None:
         done = patio("bench", "cache", "--sweep-jk", bad, check=False)
         one_line_error(done, "--sweep-jk", "J/K")
     for flag, value, words in (
-        ("--repeat", "0", ("--repeat", "at least 1")),
+        ("--reps", "0", ("--reps", "at least 1")),
         ("--sizes", "2000", ("--sizes 2000", "at most 1000")),
         ("--tile-rows", "1", ("--tile-rows", "between")),
     ):

@@ -317,7 +317,8 @@ def test_bad_inputs_are_one_line_errors(workdir: Path) -> None:
         "cannot read model",
     )
     one_line_error(run(src, mnt, *pattern, "--latency-ms=-1"), "--latency-ms")
-    one_line_error(run(src, mnt, *pattern, "--cache-mib", "0"), "--cache-mib")
+    one_line_error(run(src, mnt, *pattern, "--memory", "0"), "--memory")
+    one_line_error(run(src, mnt, *pattern, "--memory", "1MiB", "--cache-mib", "1"), "give only")
     one_line_error(
         run(src, mnt, *pattern, "--stats-json", str(workdir / "no" / "s.json")),
         "cannot write statistics",

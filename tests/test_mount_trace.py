@@ -143,7 +143,7 @@ class Mount(PatioMount):
             d.mkdir(exist_ok=True)
             d.chmod(0o755)
         args = [patio_binary(), "mount", "trace", str(self.src), str(self.mnt)]
-        args += ["--out", str(self.out)] + (["--allow-other"] if allow_other else [])
+        args += ["--output", str(self.out)] + (["--allow-other"] if allow_other else [])
         self.start(args)
 
     def stop(self, how: str = "SIGINT") -> str:
@@ -538,7 +538,7 @@ def test_bad_inputs_are_one_line_errors(base: Path) -> None:
     mnt.mkdir()
 
     def run(s: Path, m: Path, o: str = out) -> subprocess.CompletedProcess[str]:
-        return patio("mount", "trace", str(s), str(m), "--out", o, check=False)
+        return patio("mount", "trace", str(s), str(m), "--output", o, check=False)
 
     one_line_error(run(base / "nope", mnt), "nope", "does not exist")
     one_line_error(run(src, base / "nope"), "mount point", "does not exist")
@@ -561,7 +561,7 @@ def test_fuse_unavailable_is_a_one_line_error(base: Path) -> None:
     src, mnt = base / "src", base / "mnt"
     src.mkdir()
     mnt.mkdir()
-    cmd = f"{patio_binary()} mount trace {src} {mnt} --out {base / 't.ptrace'}"
+    cmd = f"{patio_binary()} mount trace {src} {mnt} --output {base / 't.ptrace'}"
     unshare = tool("unshare")
     for hide, words in (
         ("mount -t tmpfs none /dev", ("FUSE is unavailable", "/dev/fuse")),
@@ -623,7 +623,7 @@ def test_a_killed_mount_is_recovered_from_its_journal(mount: Any) -> None:
     journal = journal_of(m.out)
     assert journal.exists()
 
-    again = patio("mount", "trace", str(m.src), str(m.mnt), "--out", str(m.out), check=False)
+    again = patio("mount", "trace", str(m.src), str(m.mnt), "--output", str(m.out), check=False)
     one_line_error(again, "patio trace recover", str(journal))
     assert journal.exists() and not m.out.exists() and not os.path.ismount(m.mnt)
 

@@ -2,6 +2,7 @@
 //! stat` (what a cache directory holds and what its last run did).
 
 use crate::mount::{ended_text, notifier, write_stats};
+use crate::size_arg::{resolve, Size};
 use crate::store_args::{describe_store, StoreArgs};
 use anyhow::{bail, Result};
 use patio_fs::segcache::core::{CacheConfig, Policy};
@@ -29,18 +30,30 @@ pub struct CacheArgs {
     /// and disk capacity) or group (segment grouping).
     #[arg(long, default_value = "group", value_parser = ["none", "lru", "group"])]
     policy: String,
-    /// Memory budget of cached items, MiB.
-    #[arg(long, default_value_t = 64.0, value_name = "MIB")]
-    memory_mib: f64,
-    /// Disk budget of the segment store, GiB (the slot file is preallocated).
-    #[arg(long, default_value_t = 1.0, value_name = "GIB")]
-    disk_gib: f64,
-    /// Segment size of the group policy, MiB (a multiple of the item size).
-    #[arg(long, default_value_t = 16.0, value_name = "MIB")]
-    segment_mib: f64,
-    /// Item size (the aligned extent cached, linked and invalidated), KiB.
-    #[arg(long, default_value_t = 64, value_name = "KIB")]
-    item_kib: u64,
+    /// Memory budget of cached items (a size: 64MiB, 1GiB) [default: 64MiB].
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<Size>,
+    /// Disk budget of the segment store; the slot file is preallocated [default: 1GiB].
+    #[arg(long, value_name = "SIZE")]
+    disk: Option<Size>,
+    /// Segment size of the group policy, a multiple of the item size [default: 16MiB].
+    #[arg(long, value_name = "SIZE")]
+    segment: Option<Size>,
+    /// Item size: the aligned extent cached, linked and invalidated [default: 64KiB].
+    #[arg(long, value_name = "SIZE")]
+    item: Option<Size>,
+    /// Deprecated spelling of --memory, in MiB.
+    #[arg(long, hide = true, value_name = "MIB")]
+    memory_mib: Option<f64>,
+    /// Deprecated spelling of --disk, in GiB.
+    #[arg(long, hide = true, value_name = "GIB")]
+    disk_gib: Option<f64>,
+    /// Deprecated spelling of --segment, in MiB.
+    #[arg(long, hide = true, value_name = "MIB")]
+    segment_mib: Option<f64>,
+    /// Deprecated spelling of --item, in KiB.
+    #[arg(long, hide = true, value_name = "KIB")]
+    item_kib: Option<f64>,
     /// Recent popularity: link a successor seen at least J times …
     #[arg(long, default_value_t = 2, value_name = "J")]
     link_j: usize,
@@ -82,12 +95,20 @@ pub enum CacheCommand {
 }
 
 /// `size` MiB or GiB (`unit` bytes) as bytes, a multiple of 4 KiB.
-fn bytes(flag: &str, size: f64, unit: f64) -> Result<u64> {
-    let b = size * unit;
-    if !(b.is_finite() && b >= 4096.0 && b < 2f64.powi(62)) {
-        bail!("{flag} {size}: must be at least 4 KiB and finite");
+/// A size option of the cache, rounded down to 4 KiB, which it must be at least.
+fn bytes(
+    new: Option<Size>,
+    flag: &str,
+    old: Option<f64>,
+    old_flag: &str,
+    unit: u64,
+    default: Size,
+) -> Result<u64> {
+    let b = resolve(new, flag, old, old_flag, unit, default)?;
+    if !(4096..1 << 62).contains(&b) {
+        bail!("{flag} {}: must be at least 4 KiB", Size(b));
     }
-    Ok((b as u64) / 4096 * 4096)
+    Ok(b / 4096 * 4096)
 }
 
 fn config(args: &CacheArgs) -> Result<CacheConfig> {
@@ -98,14 +119,40 @@ fn config(args: &CacheArgs) -> Result<CacheConfig> {
     if args.graph_items < 2 {
         bail!("--graph-items must be at least 2");
     }
-    let Some(item) = args.item_kib.checked_mul(1024) else {
-        bail!("--item-kib {} is too large", args.item_kib);
-    };
+    let item = resolve(
+        args.item,
+        "--item",
+        args.item_kib,
+        "--item-kib",
+        1 << 10,
+        Size(64 << 10),
+    )?;
     let cfg = CacheConfig {
         policy,
-        memory: bytes("--memory-mib", args.memory_mib, 1048576.0)?,
-        disk: bytes("--disk-gib", args.disk_gib, 1073741824.0)?,
-        segment: bytes("--segment-mib", args.segment_mib, 1048576.0)?,
+        memory: bytes(
+            args.memory,
+            "--memory",
+            args.memory_mib,
+            "--memory-mib",
+            1 << 20,
+            Size(64 << 20),
+        )?,
+        disk: bytes(
+            args.disk,
+            "--disk",
+            args.disk_gib,
+            "--disk-gib",
+            1 << 30,
+            Size(1 << 30),
+        )?,
+        segment: bytes(
+            args.segment,
+            "--segment",
+            args.segment_mib,
+            "--segment-mib",
+            1 << 20,
+            Size(16 << 20),
+        )?,
         item,
         popularity: Popularity {
             j: args.link_j,

@@ -35,7 +35,7 @@ pub enum ContainerCommand {
     Map {
         path: PathBuf,
         /// Write the CSV here instead of standard output.
-        #[arg(short, long)]
+        #[arg(short, long = "output", value_name = "CSV", alias = "out")]
         out: Option<PathBuf>,
     },
     /// Verify every index record (checksum, decoding, bounds, data present); non-zero exit on damage.
@@ -85,7 +85,10 @@ pub fn run(cmd: ContainerCommand) -> Result<()> {
             json,
             patterns,
         } => stat_cmd(path, json, patterns),
-        ContainerCommand::Map { path, out } => map_cmd(path, out),
+        ContainerCommand::Map { path, out } => {
+            crate::retired::warn_if_given("--out", "--output");
+            map_cmd(path, out)
+        }
         ContainerCommand::Check { path, json } => check_cmd(path, json),
         ContainerCommand::Compact { path, json } => compact_cmd(path, json),
         ContainerCommand::Flatten {

@@ -8,6 +8,7 @@
 //! `patio mount cache` (in `cache_cmd`) caches reads in grouped segments.
 
 use crate::counters::{aligned, CountersJson};
+use crate::size_arg::{resolve, Size};
 use crate::store_args::{describe_store, StoreArgs, StoreJson};
 use anyhow::{bail, Context, Result};
 use patio_fs::container::{self, ContainerMount, ContainerSummary, IndexMode, Thresholds};
@@ -44,7 +45,7 @@ pub enum MountCommand {
     /// in SOURCE_DIR, and reads return exactly the source's bytes. Each open file
     /// handle gets its own stream reader with the chosen policy (none, readahead,
     /// stride, markov, pattern), which predicts the handle's next reads; worker
-    /// threads prefetch them into one cache for the whole mount (--cache-mib). The
+    /// threads prefetch them into one cache for the whole mount (--memory). The
     /// files are read with O_DIRECT where the source file system allows it, behind
     /// the slow-store model when --latency-ms or --bandwidth-mbps is given (each
     /// backend request costs latency + bytes / bandwidth, at most --concurrency at a
@@ -110,13 +111,13 @@ pub enum MountCommand {
     /// A passthrough FUSE mount (direct I/O) whose reads go through a memory tier,
     /// then a segment store on local storage (--cache-dir: one preallocated file of
     /// fixed-size slots, O_DIRECT where possible), then SOURCE_DIR, read through the
-    /// storage model when one is given (--store hdd|ssd|lustre or --latency-ms /
-    /// --bandwidth-mbps). Items are aligned extents of --item-kib.
+    /// storage model when one is given (--store hdd|ssd|lustre|probed or --latency-ms
+    /// / --bandwidth-mbps). Items are aligned extents of --item.
     ///
     /// Policies: none (every read goes to SOURCE_DIR); lru (a plain block cache of the
     /// same memory and disk capacity); group (a successor graph learns which item is
     /// read after which — linked when seen --link-j of the last --link-k times —
-    /// and related items, from any files, are grouped into segments of --segment-mib;
+    /// and related items, from any files, are grouped into segments of --segment;
     /// a miss on a grouped item reads its whole segment, from the store if it is
     /// there, else from SOURCE_DIR, writing it to the store). Groups are rebuilt on a
     /// miss and after --idle-ms without requests.
@@ -144,7 +145,7 @@ pub struct TraceArgs {
     #[arg(value_name = "MOUNTPOINT")]
     mountpoint: PathBuf,
     /// Trace file written when the mount ends (.csv for CSV, anything else native).
-    #[arg(long, short, value_name = "TRACE")]
+    #[arg(long = "output", short, value_name = "TRACE", alias = "out")]
     out: PathBuf,
     /// Let other users use the mount too (FUSE allow_other; permission checks stay the
     /// kernel's, against the source's owners and modes). A non-root user needs
@@ -171,10 +172,13 @@ pub struct PrefetchArgs {
     direct_io: bool,
     #[command(flatten)]
     store: StoreArgs,
-    /// Prefetch cache budget of the whole mount, in MiB (in-flight and ready
-    /// prefetches together).
-    #[arg(long, default_value_t = 64)]
-    cache_mib: u64,
+    /// Prefetch cache budget of the whole mount, in-flight and ready prefetches
+    /// together (a size: 64MiB, 1GiB) [default: 64MiB].
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<Size>,
+    /// Deprecated spelling of --memory, in MiB.
+    #[arg(long, hide = true, value_name = "MIB")]
+    cache_mib: Option<f64>,
     /// Prefetch worker threads.
     #[arg(long, default_value_t = 2)]
     workers: usize,
@@ -257,6 +261,7 @@ pub fn run(cmd: MountCommand) -> Result<()> {
 }
 
 fn trace(args: TraceArgs) -> Result<()> {
+    crate::retired::warn_if_given("--out", "--output");
     let req = TraceMount {
         source: args.source,
         mountpoint: args.mountpoint,
@@ -408,12 +413,17 @@ fn prefetch_mount(args: PrefetchArgs) -> Result<()> {
         .map(|p| load_model(p, kind))
         .transpose()?;
     let store = args.store.config()?;
-    if args.workers == 0 || args.cache_mib == 0 {
-        bail!("--workers and --cache-mib must be at least 1");
+    let budget = resolve(
+        args.memory,
+        "--memory",
+        args.cache_mib,
+        "--cache-mib",
+        1 << 20,
+        Size(64 << 20),
+    )?;
+    if args.workers == 0 || budget == 0 {
+        bail!("--workers and --memory must be at least 1");
     }
-    let Some(budget) = args.cache_mib.checked_mul(1 << 20) else {
-        bail!("--cache-mib {} is too large", args.cache_mib);
-    };
     let req = PrefetchMount {
         source: args.source.clone(),
         mountpoint: args.mountpoint.clone(),

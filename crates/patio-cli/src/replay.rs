@@ -5,6 +5,7 @@
 
 use crate::counters::{aligned, CountersJson};
 use crate::load::load_trace;
+use crate::size_arg::{resolve, Size};
 use anyhow::{bail, Context, Result};
 use patio_core::trace::Op;
 use patio_prefetch::replay::{self, Compute, ReplayConfig, Report, Request};
@@ -30,9 +31,12 @@ pub struct StoreArgs {
     /// Whether compute sleeps or spins (spinning occupies a core).
     #[arg(long, value_enum, default_value_t = ComputeArg::Sleep)]
     pub compute: ComputeArg,
-    /// Prefetch cache budget in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub budget_mib: u64,
+    /// Prefetch cache budget (a size: 64MiB, 1GiB) [default: 64MiB].
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<Size>,
+    /// Deprecated spelling of --memory, in MiB.
+    #[arg(long, hide = true, value_name = "MIB")]
+    pub budget_mib: Option<f64>,
     /// Prefetch worker threads.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
@@ -67,8 +71,16 @@ impl StoreArgs {
         if !(self.compute_ratio >= 0.0 && self.compute_ratio.is_finite()) {
             bail!("--compute-ratio must be a finite number ≥ 0");
         }
-        if self.concurrency == 0 || self.workers == 0 || self.budget_mib == 0 {
-            bail!("--concurrency, --workers and --budget-mib must be at least 1");
+        let budget = resolve(
+            self.memory,
+            "--memory",
+            self.budget_mib,
+            "--budget-mib",
+            1 << 20,
+            Size(64 << 20),
+        )?;
+        if self.concurrency == 0 || self.workers == 0 || budget == 0 {
+            bail!("--concurrency, --workers and --memory must be at least 1");
         }
         Ok(ReplayConfig {
             store: StoreConfig {
@@ -77,7 +89,7 @@ impl StoreArgs {
             },
             engine: EngineConfig {
                 workers: self.workers,
-                budget: self.budget_mib << 20,
+                budget,
                 ..EngineConfig::default()
             },
             compute_ratio: self.compute_ratio,

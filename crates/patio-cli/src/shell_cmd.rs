@@ -24,11 +24,11 @@ pub struct CompletionsArgs {
 /// `patio man --out DIR`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  patio man --out ~/.local/share/man/man1 && man patio-mount-prefetch"
+    after_help = "Examples:\n  patio man -o ~/.local/share/man/man1 && man patio-mount-prefetch"
 )]
 pub struct ManArgs {
     /// Directory to write the pages into (patio.1, patio-mount.1, patio-mount-prefetch.1, …); created if missing.
-    #[arg(long, value_name = "DIR")]
+    #[arg(short, long = "output", value_name = "DIR")]
     out: PathBuf,
 }
 

@@ -325,3 +325,32 @@ fn bench_prefetch_runs_every_policy_side_by_side() {
         "unknown workload",
     );
 }
+
+#[test]
+fn memory_is_a_size_and_the_old_spelling_still_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let (trace, data, _) = fixture(dir.path());
+    let report = json(replay(&trace, &data).args(["--policy", "pattern", "--memory", "3MiB"]));
+    assert_eq!(u(&report, "cache_budget_bytes"), 3 << 20);
+    // The deprecated per-unit option: the same budget, and one warning naming the new one.
+    let out = replay(&trace, &data)
+        .args(["--policy", "pattern", "--budget-mib", "3", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let again: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(u(&again, "cache_budget_bytes"), 3 << 20);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--budget-mib is deprecated") && err.contains("--memory 3MiB"),
+        "{err}"
+    );
+    one_line_error(
+        replay(&trace, &data).args(["--policy", "none", "--memory", "1MiB", "--budget-mib", "1"]),
+        "give only --memory",
+    );
+    one_line_error(
+        replay(&trace, &data).args(["--policy", "none", "--memory", "0"]),
+        "--memory",
+    );
+}

@@ -36,7 +36,7 @@ fn man_writes_a_page_per_command() {
     let out = dir.path().join("man1");
     Command::cargo_bin("patio")
         .unwrap()
-        .args(["man", "--out"])
+        .args(["man", "--output"])
         .arg(&out)
         .assert()
         .success();

@@ -13,6 +13,8 @@ import sqlite3
 import sys
 from typing import Any
 
+from patio._cli_args import deprecated_alias
+
 DESCRIPTION = """\
 HDF5 layout optimization. Reads made through patio.h5 (or learned from a trace) are
 recorded per dataset; `build` keeps replicas of the hot data in better layouts within a
@@ -407,8 +409,10 @@ def parser() -> argparse.ArgumentParser:
     s = add("probe", "measure the cost model's constants on real storage (or fit a model)")
     s.add_argument("--dir", default=".", help="a directory on the storage to measure")
     s.add_argument("--mib", type=int, default=256, help="scratch file size (MiB)")
-    s.add_argument("--model", metavar="PRESET", help="fit to the storage model instead "
-                   "(lustre, hdd, ssd, or probed: this machine's, from `patio store probe`)")
+    s.add_argument("--store", dest="model", metavar="PRESET", help="fit to the storage model "
+                   "instead (lustre, hdd, ssd, or probed: this machine's, from "
+                   "`patio store probe`)")
+    deprecated_alias(s, "--model", "--store", "model", metavar="PRESET")
     s.add_argument("--file", help="store the constants in this HDF5 file's knowledge base")
     s.set_defaults(run=cmd_probe)
     return p

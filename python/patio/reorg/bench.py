@@ -54,6 +54,7 @@ import numpy as np
 
 from patio import _coldcache, _mpirun
 from patio._binary import patio_binary
+from patio._cli_args import deprecated_alias
 from patio.reorg.cases import CASES, Case, ior, plan_run, tile
 
 PROG = "patio bench reorg"
@@ -307,7 +308,9 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--case", choices=CASES, action="append", help="ior and/or tile (default both)")
     p.add_argument("--store", choices=STORES, action="append", help="hdd and/or ssd (default both)")
-    p.add_argument("--targets", type=int, default=4, help="storage targets (servers), default 4")
+    p.add_argument("--store-targets", dest="targets", type=int, default=4,
+                   help="storage targets (servers), default 4")
+    deprecated_alias(p, "--targets", "--store-targets", "targets", type=int)
     p.add_argument("--ranks", type=int, default=16, help="IOR ranks (default 16)")
     p.add_argument("--segments", type=int, default=16, help="IOR segments (default 16)")
     p.add_argument("--block-kib", type=int, default=1024, help="IOR block per rank and segment")
@@ -323,7 +326,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--shift", type=float, default=10.0,
                    help="held-out run: starts shifted by this %% of the request (default 10)")
     p.add_argument("--mode", choices=MODES, action="append", help="read modes (default all)")
-    p.add_argument("--repeat", type=int, default=1, help="runs per measurement (the fastest is kept)")
+    p.add_argument("--reps", dest="repeat", type=int, default=1,
+                   help="runs per measurement (the fastest is kept)")
+    deprecated_alias(p, "--repeat", "--reps", "repeat", type=int)
     p.add_argument("--real-repeat", type=int, default=3,
                    help="runs per real-disk measurement, each after a page-cache drop (default 3)")
     p.add_argument("--sweeps", action="store_true", help="also the robustness and pieces-per-rank sweeps")

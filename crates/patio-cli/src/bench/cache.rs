@@ -16,6 +16,7 @@ mod harness;
 mod workloads;
 
 use super::{grouped, human_bytes, sig3, Table};
+use crate::size_arg::{resolve, Size};
 use anyhow::{bail, Context, Result};
 use harness::{parse_link, run_policy, Link, PolicyResult, Setup, DEFAULT_LINK, GAP_MS, IDLE_MS};
 use patio_prefetch::rng::Rng;
@@ -31,12 +32,19 @@ pub struct Args {
     /// Run one workload only (default: all four).
     #[arg(long, value_parser = workloads::NAMES)]
     workload: Option<String>,
-    /// Memory budget in MiB; the segment store is 20× and the SOURCE file 100× this.
-    #[arg(long, default_value_t = 4)]
-    memory_mib: u64,
-    /// Segment size of the group policy in MiB.
-    #[arg(long, default_value_t = 1)]
-    segment_mib: u64,
+    /// Memory budget (a size, whole MiB); the segment store is 20× and the SOURCE file
+    /// 100× this [default: 4MiB].
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<Size>,
+    /// Segment size of the group policy (a size, whole MiB) [default: 1MiB].
+    #[arg(long, value_name = "SIZE")]
+    segment: Option<Size>,
+    /// Deprecated spelling of --memory, in MiB.
+    #[arg(long, hide = true, value_name = "MIB")]
+    memory_mib: Option<f64>,
+    /// Deprecated spelling of --segment, in MiB.
+    #[arg(long, hide = true, value_name = "MIB")]
+    segment_mib: Option<f64>,
     /// Cache sizes of the size sweep, percent of each workload's working set (the
     /// segment store; memory is 1/20 of it); 0 to skip it.
     #[arg(long, value_delimiter = ',', default_value = "10,25,50,100")]
@@ -58,7 +66,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1024)]
     tile_rows: u64,
     /// Runs of every measurement; the median is reported.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long = "reps", default_value_t = 1, alias = "repeat")]
     repeat: usize,
     /// Directory for SOURCE, the mounts and the cache directories (on local disk).
     #[arg(long, default_value = "/tmp")]
@@ -130,6 +138,7 @@ fn row(w: &str, p: &str, r: &PolicyResult, none: f64, lru: f64) -> Vec<String> {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    crate::retired::warn_if_given("--repeat", "--reps");
     if let Some(spec) = &args.client {
         return harness::client_main(spec);
     }
@@ -139,25 +148,38 @@ pub fn run(args: Args) -> Result<()> {
         .filter(|s| s.trim() != "0")
         .map(|s| parse_link(s))
         .collect::<Result<_>>()?;
-    if args.memory_mib == 0
-        || args.clients == 0
-        || args.passes == 0
-        || args.segment_mib == 0
-        || args.repeat == 0
-    {
-        bail!("--memory-mib, --segment-mib, --clients, --passes and --repeat must be at least 1");
+    let mib = 1u64 << 20;
+    let memory = resolve(
+        args.memory,
+        "--memory",
+        args.memory_mib,
+        "--memory-mib",
+        mib,
+        Size(4 * mib),
+    )?;
+    let segment = resolve(
+        args.segment,
+        "--segment",
+        args.segment_mib,
+        "--segment-mib",
+        mib,
+        Size(mib),
+    )?;
+    if memory == 0 || segment == 0 || !memory.is_multiple_of(mib) || !segment.is_multiple_of(mib) {
+        bail!("--memory and --segment must be whole MiB, at least 1MiB");
+    }
+    if args.clients == 0 || args.passes == 0 || args.repeat == 0 {
+        bail!("--clients, --passes and --reps must be at least 1");
     }
     if args.tile_rows < 2 || args.tile_rows > 1 << 16 {
         bail!("--tile-rows must be between 2 and 65536");
     }
-    if args.segment_mib > args.memory_mib {
-        bail!("--segment-mib must not exceed --memory-mib (a segment is read into memory whole)");
+    if segment > memory {
+        bail!("--segment must not exceed --memory (a segment is read into memory whole)");
     }
     if let Some(bad) = args.sizes.iter().find(|&&p| p > 1000) {
         bail!("--sizes {bad}: at most 1000 (percent of the working set)");
     }
-    let memory = args.memory_mib << 20;
-    let segment = args.segment_mib << 20;
     let disk = memory * 20;
     let file_size = memory * 100;
     if args.tile_rows * (128 << 10) > file_size {

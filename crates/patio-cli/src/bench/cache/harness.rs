@@ -10,6 +10,7 @@
 //! the clients read (`grouping_io_ratio`).
 
 use super::workloads::{Req, Workload};
+use crate::size_arg::Size;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use serde_json::Value;
@@ -65,10 +66,6 @@ struct Mounted {
     stats: PathBuf,
 }
 
-fn mib(b: u64) -> String {
-    format!("{}", b as f64 / (1u64 << 20) as f64)
-}
-
 fn mount(dir: &Path, policy: &str, setup: Setup) -> Result<Mounted> {
     let (src, mnt, cache, stats) = (
         dir.join("src"),
@@ -78,7 +75,6 @@ fn mount(dir: &Path, policy: &str, setup: Setup) -> Result<Mounted> {
     );
     let _ = std::fs::remove_dir_all(&cache);
     std::fs::create_dir_all(&mnt)?;
-    let disk_gib = setup.disk as f64 / (1u64 << 30) as f64;
     // This very executable, even if a rebuild replaced the file meanwhile.
     let child = Command::new("/proc/self/exe")
         .args(["mount", "cache"])
@@ -87,9 +83,9 @@ fn mount(dir: &Path, policy: &str, setup: Setup) -> Result<Mounted> {
         .arg("--cache-dir")
         .arg(&cache)
         .args(["--policy", policy, "--store", "hdd"])
-        .args(["--memory-mib", &mib(setup.memory)])
-        .args(["--disk-gib", &disk_gib.to_string()])
-        .args(["--segment-mib", &mib(setup.segment)])
+        .args(["--memory", &Size(setup.memory).to_string()])
+        .args(["--disk", &Size(setup.disk).to_string()])
+        .args(["--segment", &Size(setup.segment).to_string()])
         .args(["--idle-ms", &IDLE_MS.to_string()])
         .args([
             "--link-j",

@@ -1,0 +1,20 @@
+//! Option spellings retired from the CLI's one vocabulary (docs/CLI.md, "Shared
+//! options"): they stay accepted for one release — hidden from `--help` — and each use
+//! prints one deprecation line naming the spelling that replaced it.
+
+/// The deprecation line for `old`, replaced by `new` (which may carry a value).
+pub fn warn(old: &str, new: &str) {
+    eprintln!("patio: warning: {old} is deprecated and will be removed; use {new}");
+}
+
+/// Warns when the command line used the retired long option `old` (a hidden clap
+/// alias of `new`: clap itself does not say which spelling matched).
+pub fn warn_if_given(old: &str, new: &str) {
+    let given = std::env::args_os().any(|arg| {
+        arg.to_str()
+            .is_some_and(|a| a == old || a.strip_prefix(old).is_some_and(|r| r.starts_with('=')))
+    });
+    if given {
+        warn(old, new);
+    }
+}

@@ -1,0 +1,100 @@
+"""One CLI vocabulary: every subcommand's ``--help`` is walked (the Rust commands and the
+Python front ends behind ``patio layout``, ``patio amr`` and ``patio bench …``), no
+visible option uses a spelling that docs/CLI.md retired, and every option two or more
+commands share is in docs/CLI.md's "Shared options" table — one spelling each.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from patio._binary import patio_binary
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "CLI.md"
+
+#: Retired spellings and the one that replaced them (still accepted, hidden, deprecated).
+RETIRED = {
+    "--cache-mib": "--memory",
+    "--memory-mib": "--memory",
+    "--budget-mib": "--memory",
+    "--disk-gib": "--disk",
+    "--segment-mib": "--segment",
+    "--item-kib": "--item",
+    "--targets": "--store-targets",
+}
+
+CLAP_COMMANDS = re.compile(r"^Commands:\n((?:  .*\n)+)", re.MULTILINE)
+ARGPARSE_COMMANDS = re.compile(
+    r"^positional arguments:\n  (?:[A-Z_]+|\{[a-z0-9_,-]+\})\n((?:    .*\n|\s{10,}.*\n)+)",
+    re.MULTILINE,
+)
+OPTION = re.compile(r"^\s+(?:-\w(?: \S+)?, )?(--[a-z][a-z0-9-]*)", re.MULTILINE)
+
+
+def help_text(path: tuple[str, ...]) -> str:
+    done = subprocess.run(
+        [patio_binary(), *path, "--help"], check=False, capture_output=True, text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, (path, done.stderr)
+    return done.stdout
+
+
+def subcommands(text: str) -> list[str]:
+    clap = CLAP_COMMANDS.search(text)
+    if clap:
+        names = [ln.split()[0] for ln in clap.group(1).splitlines() if re.match(r"  \S", ln)]
+        return [n for n in names if n != "help"]
+    argparse = ARGPARSE_COMMANDS.search(text)
+    if argparse:
+        return [ln.split()[0] for ln in argparse.group(1).splitlines() if re.match(r"    \S", ln)]
+    return []
+
+
+@pytest.fixture(scope="module")
+def options() -> dict[str, set[str]]:
+    """Each leaf command's visible long options (``--help`` and ``--version`` aside)."""
+    found: dict[str, set[str]] = {}
+
+    def walk(path: tuple[str, ...]) -> None:
+        text = help_text(path)
+        subs = subcommands(text)
+        if not subs:
+            found[" ".join(path)] = set(OPTION.findall(text)) - {"--help", "--version"}
+        for sub in subs:
+            assert sub not in path and len(path) < 4, path
+            walk((*path, sub))
+
+    walk(())
+    return found
+
+
+def test_the_walk_reaches_every_front_end(options: dict[str, set[str]]) -> None:
+    for command in ("mount prefetch", "layout build", "amr read", "bench reorg", "store probe"):
+        assert command in options, sorted(options)
+
+
+def test_no_retired_spelling_is_visible(options: dict[str, set[str]]) -> None:
+    for command, opts in options.items():
+        for old in opts & RETIRED.keys():
+            pytest.fail(f"patio {command} shows {old}; the shared spelling is {RETIRED[old]}")
+
+
+def test_every_shared_option_is_in_the_table(options: dict[str, set[str]]) -> None:
+    text = DOCS.read_text()
+    start = text.index("## Shared options")
+    table = text[start : text.index("\n## ", start + 1)]
+    first_cells = [row.split("|")[1] for row in table.splitlines() if row.startswith("| `")]
+    documented = {opt for cell in first_cells for opt in re.findall(r"--[a-z0-9-]+", cell)}
+    users: dict[str, list[str]] = defaultdict(list)
+    for command, opts in options.items():
+        for opt in opts:
+            users[opt].append(command)
+    shared = {opt for opt, cmds in users.items() if len(cmds) > 1}
+    missing = sorted(shared - documented)
+    assert not missing, {opt: users[opt] for opt in missing}
+    assert not documented & RETIRED.keys()
