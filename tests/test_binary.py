@@ -1,6 +1,7 @@
 """``patio._binary``: the one rule that finds the ``patio`` command for the package,
 ``bench/`` and ``tests/`` (explicit path, ``$PATIO_BIN``, beside the interpreter, the
-checkout's release build, ``PATH``)."""
+scripts directories of this Python installation, the checkout's release build,
+``PATH``)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ def test_the_search_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     venv = executable(tmp_path / "venv" / "bin" / "patio")
     build = executable(tmp_path / "repo" / "target" / "release" / "patio")
     on_path = executable(tmp_path / "path" / "patio")
+    scripts = executable(tmp_path / "user" / "bin" / "patio")
     monkeypatch.setattr(sys, "executable", str(venv.with_name("python")))
+    monkeypatch.setattr(_binary, "_scripts_dirs", lambda: [scripts.parent])
     monkeypatch.setattr(_binary, "_REPO", tmp_path / "repo")
     monkeypatch.setenv("PATH", str(on_path.parent))
     monkeypatch.setenv("PATIO_BIN", str(tmp_path / "env-patio"))
@@ -31,6 +34,8 @@ def test_the_search_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("PATIO_BIN")
     assert _binary.patio_binary() == str(venv)
     venv.unlink()
+    assert _binary.patio_binary() == str(scripts)
+    scripts.unlink()
     assert _binary.patio_binary() == str(build)
     build.chmod(0o644)  # not executable: skipped
     assert _binary.patio_binary() == str(on_path)

@@ -22,6 +22,13 @@ _REPO = Path(__file__).resolve().parents[2]
 NOT_BUILT = "the patio binary is not built: run scripts/setup.sh"
 
 
+def _scripts_dirs() -> list[Path]:
+    """Where ``pip install`` and ``pip install --user`` put a wheel's scripts for this
+    Python installation."""
+    found = {sysconfig.get_path("scripts"), sysconfig.get_path("scripts", f"{os.name}_user")}
+    return [Path(d) for d in sorted(d for d in found if d)]
+
+
 def find_patio(explicit: str | os.PathLike[str] | None = None) -> str | None:
     """The ``patio`` command to run, or ``None`` when there is none."""
     if explicit is not None:
@@ -29,10 +36,9 @@ def find_patio(explicit: str | os.PathLike[str] | None = None) -> str | None:
     env = os.environ.get("PATIO_BIN")
     if env:
         return env
-    scripts = {sysconfig.get_path("scripts"), sysconfig.get_path("scripts", f"{os.name}_user")}
     for candidate in (
         Path(sys.executable).with_name("patio"),
-        *(Path(s) / "patio" for s in sorted(scripts) if s),
+        *(d / "patio" for d in _scripts_dirs()),
         _REPO / "target" / "release" / "patio",
     ):
         if candidate.is_file() and os.access(candidate, os.X_OK):
