@@ -41,6 +41,16 @@ pub enum ReorgError {
     SourceChanged { path: PathBuf, what: String },
     #[error("{path}: changed since the plan ({what}); plan again")]
     StalePlan { path: PathBuf, what: String },
+    /// A registration file that cannot be trusted (corrupt, truncated, another format).
+    #[error("{path}: not a valid reorganization registration: {reason}")]
+    BadRegistration { path: PathBuf, reason: String },
+    /// A container offered for registration that does not hold the source's bytes.
+    #[error("{container}: does not serve {path} ({what}); not registered")]
+    NotACopy {
+        path: PathBuf,
+        container: PathBuf,
+        what: String,
+    },
     #[error("storage model: {0}")]
     Model(String),
 }

@@ -13,19 +13,26 @@
 //! | [`remap`] | the mapping of an order, physical runs, storage-model requests |
 //! | [`apply`] | writing the container crash-safely |
 //! | [`intervals`] | claimed byte ranges |
+//! | [`registry`] | the registration of a container for its source (`.NAME.patio-reorg`) and the one rule deciding whether it is served |
+//! | [`verify`] | checking that an existing container serves a source before registering it |
+//! | [`capi`] | the C ABI, `include/patio_reorg.h` (`libpatio_reorg.so`): open a source, read its extents through the registered container |
 //!
 //! Costs come from the striped storage model of `patio_storage::striped`, shared
 //! with the other reorganizations.
 
 pub mod apply;
+pub mod capi;
 pub mod error;
 pub mod intervals;
 pub mod plan;
+pub mod registry;
 pub mod remap;
 pub mod select;
+pub mod verify;
 
 pub use apply::{apply, Applied};
 pub use error::{ReorgError, Result};
 pub use plan::{plan, FileIdentity, PatternPlan, Plan, PlanOptions, Unplanned};
+pub use registry::{Registration, Resolved, Status};
 pub use remap::Layout;
 pub use select::{Process, SelectOptions, Selection};
