@@ -54,6 +54,8 @@
  *    same pid).
  *  - PATIO_TRACE_ONLY=PREFIX keeps only files whose absolute, symlink-free path is
  *    PREFIX or lies below it.
+ *  - Other layers record through patio_trace_record_external (exported): the MPI-IO
+ *    layer (mpiio/, libpatio_mpiio.so) adds its MPIIO records to the same capture.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -106,7 +108,7 @@ size_t __fread_unlocked_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FIL
 #define DEFAULT_BUFFER 65536u
 
 enum { OP_READ = 0, OP_WRITE = 1 };
-enum { LAYER_POSIX = 0, LAYER_STDIO = 1 };
+enum { LAYER_POSIX = 0, LAYER_STDIO = 1, LAYER_MPIIO = 2 };
 enum {
     CALL_READ = 1, CALL_PREAD, CALL_READV, CALL_PREADV,
     CALL_WRITE, CALL_PWRITE, CALL_WRITEV, CALL_PWRITEV,
@@ -790,6 +792,35 @@ static void push(uint32_t path, int op, int layer, int call, uint64_t off, uint6
     __atomic_store_n(&G.nrec, G.nrec + 1, __ATOMIC_RELEASE);
     if (G.after_exit)
         flush_locked();
+}
+
+/* A request recorded by another layer (libpatio_mpiio.so: MPI-IO calls, layer MPIIO,
+ * call codes 11-24 and 31-44 of docs/FORMATS.md) on the file at absolute path `path`.
+ * Returns 1 when recorded, 0 when not (tracing off, path not selected, tracer busy). */
+EXPORT int patio_trace_record_external(const char *path, int op, uint64_t offset, uint64_t length,
+                                       uint64_t t0_ns, uint64_t t1_ns, int call)
+{
+    if (!path || !active() || foreign_process() || (op != OP_READ && op != OP_WRITE) ||
+        offset + length < offset)
+        return 0;
+    int saved = errno, done = 0;
+    char norm[PATH_MAX];
+    normalise(NULL, path, norm, sizeof norm);
+    if (path[0] != '/' || !path_selected(norm)) {
+        errno = saved;
+        return 0;
+    }
+    enter();
+    lock();
+    uint32_t id = intern_path(norm);
+    if (id != UINT32_MAX) {
+        push(id, op, LAYER_MPIIO, call, offset, length, t0_ns, t1_ns);
+        done = 1;
+    }
+    unlock();
+    leave();
+    errno = saved;
+    return done;
 }
 
 /* A call that used and advanced the file position moved `n` bytes. */

@@ -31,6 +31,9 @@ pub enum Layer {
     Posix,
     /// fread/fwrite on a stdio stream.
     Stdio,
+    /// An MPI-IO call (libpatio_mpiio.so): one record per contiguous file extent of the
+    /// call after its file view is applied.
+    Mpiio,
 }
 
 impl Layer {
@@ -39,6 +42,7 @@ impl Layer {
         match self {
             Layer::Posix => "POSIX",
             Layer::Stdio => "STDIO",
+            Layer::Mpiio => "MPIIO",
         }
     }
 }
@@ -85,7 +89,8 @@ pub struct RawRecord {
     pub op: Op,
     pub layer: Layer,
     /// Which call made it (1 read, 2 pread, 3 readv, 4 preadv, 5 write, 6 pwrite,
-    /// 7 writev, 8 pwritev, 9 fread, 10 fwrite; each including its 64/v2/_chk forms).
+    /// 7 writev, 8 pwritev, 9 fread, 10 fwrite; each including its 64/v2/_chk forms;
+    /// MPI-IO calls 11-24 and 31-44, docs/FORMATS.md).
     pub call: u8,
 }
 
@@ -276,6 +281,7 @@ fn decode_record(c: &mut Cursor) -> Result<RawRecord> {
     let layer = match c.u8()? {
         0 => Layer::Posix,
         1 => Layer::Stdio,
+        2 => Layer::Mpiio,
         other => return Err(c.error(format!("unknown layer {other}"))),
     };
     let call = c.u8()?;
@@ -295,7 +301,7 @@ fn decode_record(c: &mut Cursor) -> Result<RawRecord> {
     })
 }
 
-/// One trace from the captures of many processes: module `POSIX` or `STDIO`, the file
+/// One trace from the captures of many processes: module `POSIX`, `STDIO` or `MPIIO`, the file
 /// from the path table, rank from the process header (the pid when it has no rank),
 /// times in seconds since the earliest request start among all captures.
 pub fn merge(captures: &[Capture]) -> Trace {
@@ -354,7 +360,8 @@ mod tests {
                 }
                 p.extend_from_slice(&path.to_le_bytes());
                 p.extend_from_slice(&77u32.to_le_bytes());
-                p.extend_from_slice(&[op, 0, 1, 0]);
+                // op's bit 0 is the op, the bits above it the layer
+                p.extend_from_slice(&[op & 1, op >> 1, 1, 0]);
             }
             put_frame(&mut out, &p);
         }
@@ -386,6 +393,26 @@ mod tests {
         assert_eq!(s.key.module, "POSIX");
         assert_eq!(s.offsets, vec![0, 8192]);
         assert_eq!(s.starts, vec![500e-9, 1500e-9]);
+    }
+
+    #[test]
+    fn mpiio_records_merge_as_module_mpiio() {
+        // layer 2 (MPIIO) read and write beside a POSIX read of the same file
+        let recs = [(4, 64, 32, 1_000, 0), (5, 0, 8, 2_000, 0), (0, 0, 4096, 3_000, 0)];
+        let c = Capture::decode(&capture_bytes(1, 9, &["/d/a"], &recs)).unwrap();
+        assert_eq!(c.records[0].layer, Layer::Mpiio);
+        assert_eq!(c.records[1].op, Op::Write);
+        let t = merge(&[c]);
+        let modules: Vec<(&str, Op, Vec<u64>)> = t
+            .streams
+            .iter()
+            .map(|s| (s.key.module.as_str(), s.key.op, s.offsets.clone()))
+            .collect();
+        assert!(modules.contains(&("MPIIO", Op::Read, vec![64])));
+        assert!(modules.contains(&("MPIIO", Op::Write, vec![0])));
+        assert!(modules.contains(&("POSIX", Op::Read, vec![0])));
+        let bad = capture_bytes(1, 9, &["/d/a"], &[(6, 0, 1, 1, 0)]);
+        assert!(Capture::decode(&bad).unwrap().damage.unwrap().contains("unknown layer 3"));
     }
 
     #[test]

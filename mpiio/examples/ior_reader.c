@@ -1,0 +1,202 @@
+/*
+ * ior_reader — an IOR-like segmented reader: the file holds --segments segments of
+ * `size` blocks of --block bytes; rank r reads block r of every segment (at
+ * (s × size + r) × block) in --transfer-byte transfers, through
+ *   --mode at        MPI_File_read_at (default)
+ *   --mode at_all    MPI_File_read_at_all
+ *   --mode iread_at  MPI_File_iread_at, a block's transfers in flight at once (Waitall)
+ *   --mode seek      MPI_File_seek + MPI_File_read (individual pointer), checked with
+ *                    MPI_File_get_position, SEEK_CUR back and re-read, SEEK_END, and a
+ *                    short read at the end of the file
+ *   --mode split     split collectives: read_at_all_begin/end and read_all_begin/end
+ *   --mode nb        MPI_File_iread, MPI_File_iread_all and MPI_File_iread_at_all
+ *   --mode view      a vector file view of the rank's blocks read with MPI_File_read_all
+ *                    into a struct memory datatype (transfer pairs swapped), then again
+ *                    with MPI_File_iread_at_all into an indexed one (transfers reversed)
+ * Every read's MPI_Get_count is checked. Rank 0 prints "rank R bytes N fnv HEX" for
+ * every rank; --dump DIR writes each rank's bytes, in the order read, to DIR/rank<R>.bin.
+ *
+ *   ior_reader FILE [--block 65536] [--transfer 4096] [--segments 4] [--mode MODE]
+ *              [--dump DIR] [--reps 1]
+ */
+#include "common.h"
+
+static long long B, T, S;
+static int rank, size;
+
+static MPI_Offset block_at(long long s) { return (MPI_Offset)((s * size + rank) * B); }
+
+static void check_pos(MPI_File fh, MPI_Offset want, const char *what)
+{
+    MPI_Offset pos;
+    MPI_File_get_position(fh, &pos);
+    if (pos != want) {
+        fprintf(stderr, "error: %s: position %lld, expected %lld\n", what, (long long)pos,
+                (long long)want);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+}
+
+static void read_blocks(MPI_File fh, const char *mode, unsigned char *buf, report_t *rep)
+{
+    int nt = (int)(B / T);
+    MPI_Request *reqs = malloc(sizeof *reqs * (size_t)nt);
+    MPI_Status *sts = malloc(sizeof *sts * (size_t)nt);
+    for (long long s = 0; s < S; s++) {
+        MPI_Offset base = block_at(s);
+        MPI_Status st;
+        if (!strcmp(mode, "iread_at")) {
+            for (int i = 0; i < nt; i++)
+                MPI_File_iread_at(fh, base + i * T, buf + i * T, (int)T, MPI_BYTE, &reqs[i]);
+            MPI_Waitall(nt, reqs, sts);
+            for (int i = 0; i < nt; i++)
+                expect_count(&sts[i], MPI_BYTE, (int)T, "iread_at");
+        } else if (!strcmp(mode, "seek")) {
+            MPI_File_seek(fh, base, MPI_SEEK_SET);
+            for (int i = 0; i < nt; i++) {
+                MPI_File_read(fh, buf + i * T, (int)T, MPI_BYTE, &st);
+                expect_count(&st, MPI_BYTE, (int)T, "read");
+                check_pos(fh, base + (i + 1) * T, "read");
+            }
+            unsigned char *again = malloc((size_t)T);
+            MPI_File_seek(fh, -B, MPI_SEEK_CUR);
+            check_pos(fh, base, "seek cur");
+            MPI_File_read(fh, again, (int)T, MPI_BYTE, &st);
+            if (memcmp(again, buf, (size_t)T) != 0) {
+                fprintf(stderr, "error: re-read after SEEK_CUR differs\n");
+                MPI_Abort(MPI_COMM_WORLD, 3);
+            }
+            free(again);
+        } else if (!strcmp(mode, "split")) {
+            for (int i = 0; i < nt; i++) {
+                if (i % 2 == 0) {
+                    MPI_File_read_at_all_begin(fh, base + i * T, buf + i * T, (int)T, MPI_BYTE);
+                    MPI_File_read_at_all_end(fh, buf + i * T, &st);
+                } else {
+                    MPI_File_seek(fh, base + i * T, MPI_SEEK_SET);
+                    MPI_File_read_all_begin(fh, buf + i * T, (int)T, MPI_BYTE);
+                    MPI_File_read_all_end(fh, buf + i * T, &st);
+                    check_pos(fh, base + (i + 1) * T, "read_all_end");
+                }
+                expect_count(&st, MPI_BYTE, (int)T, "split collective");
+            }
+        } else if (!strcmp(mode, "nb")) {
+            MPI_Request r;
+            for (int i = 0; i < nt; i++) {
+                if (i % 3 == 0) {
+                    MPI_File_seek(fh, base + i * T, MPI_SEEK_SET);
+                    MPI_File_iread(fh, buf + i * T, (int)T, MPI_BYTE, &r);
+                } else if (i % 3 == 1) {
+                    MPI_File_seek(fh, base + i * T, MPI_SEEK_SET);
+                    MPI_File_iread_all(fh, buf + i * T, (int)T, MPI_BYTE, &r);
+                } else {
+                    MPI_File_iread_at_all(fh, base + i * T, buf + i * T, (int)T, MPI_BYTE, &r);
+                }
+                MPI_Wait(&r, &st);
+                expect_count(&st, MPI_BYTE, (int)T, "nonblocking read");
+            }
+        } else {
+            int all = !strcmp(mode, "at_all");
+            if (!all && strcmp(mode, "at"))
+                die("unknown --mode %s", mode);
+            for (int i = 0; i < nt; i++) {
+                if (all)
+                    MPI_File_read_at_all(fh, base + i * T, buf + i * T, (int)T, MPI_BYTE, &st);
+                else
+                    MPI_File_read_at(fh, base + i * T, buf + i * T, (int)T, MPI_BYTE, &st);
+                expect_count(&st, MPI_BYTE, (int)T, all ? "read_at_all" : "read_at");
+            }
+        }
+        report_add(rep, buf, (size_t)B);
+    }
+    if (!strcmp(mode, "seek")) {
+        MPI_Offset fsize;
+        MPI_File_get_size(fh, &fsize);
+        MPI_File_seek(fh, 0, MPI_SEEK_END);
+        check_pos(fh, fsize, "seek end");
+        /* a short read at the end of the file */
+        MPI_Status st;
+        long long tail = T / 2 > 0 ? T / 2 : 1;
+        MPI_File_read_at(fh, fsize - tail, buf, (int)T, MPI_BYTE, &st);
+        expect_count(&st, MPI_BYTE, (int)tail, "read_at at the end of the file");
+        report_add(rep, buf, (size_t)tail);
+    }
+    free(reqs);
+    free(sts);
+}
+
+static void read_view(MPI_File fh, unsigned char *buf, report_t *rep)
+{
+    /* the file view: the rank's blocks */
+    MPI_Datatype ft;
+    MPI_Type_vector((int)S, (int)B, (int)(size * B), MPI_BYTE, &ft);
+    MPI_Type_commit(&ft);
+    MPI_File_set_view(fh, (MPI_Offset)(rank * B), MPI_BYTE, ft, "native", MPI_INFO_NULL);
+    long long total = S * B, pairs = total / (2 * T);
+    /* struct memory type: transfer pairs swapped */
+    int lens[2] = {(int)T, (int)T};
+    MPI_Aint disps[2] = {(MPI_Aint)T, 0};
+    MPI_Datatype types[2] = {MPI_BYTE, MPI_BYTE}, pair;
+    MPI_Type_create_struct(2, lens, disps, types, &pair);
+    MPI_Type_commit(&pair);
+    MPI_Status st;
+    memset(buf, 0, (size_t)total);
+    MPI_File_read_all(fh, buf, (int)pairs, pair, &st);
+    expect_count(&st, pair, (int)pairs, "read_all into a struct type");
+    report_add(rep, buf, (size_t)total);
+    /* indexed memory type: transfers in reverse order */
+    int nt = (int)(total / T);
+    int *bl = malloc(sizeof(int) * (size_t)nt), *dl = malloc(sizeof(int) * (size_t)nt);
+    for (int i = 0; i < nt; i++) {
+        bl[i] = (int)T;
+        dl[i] = (int)((nt - 1 - i) * T);
+    }
+    MPI_Datatype rev;
+    MPI_Type_indexed(nt, bl, dl, MPI_BYTE, &rev);
+    MPI_Type_commit(&rev);
+    MPI_Request r;
+    memset(buf, 0, (size_t)total);
+    MPI_File_iread_at_all(fh, 0, buf, 1, rev, &r);
+    MPI_Wait(&r, &st);
+    expect_count(&st, rev, 1, "iread_at_all into an indexed type");
+    report_add(rep, buf, (size_t)total);
+    free(bl);
+    free(dl);
+    MPI_Type_free(&rev);
+    MPI_Type_free(&pair);
+    MPI_Type_free(&ft);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc < 2 || argv[1][0] == '-')
+        die("%s", "usage: ior_reader FILE [--block BYTES] [--transfer BYTES] [--segments N] "
+                  "[--mode at|at_all|iread_at|seek|split|nb|view] [--dump DIR] [--reps N]");
+    B = opt_ll(argc, argv, "--block", 65536);
+    T = opt_ll(argc, argv, "--transfer", 4096);
+    S = opt_ll(argc, argv, "--segments", 4);
+    int reps = (int)opt_ll(argc, argv, "--reps", 1);
+    const char *mode = opt(argc, argv, "--mode", "at");
+    if (!B || !T || !S || B % T || (B / T) % 2 || B > (1 << 30))
+        die("%s", "--block must be an even multiple of --transfer (at most 1 GiB)");
+    MPI_File fh;
+    if (MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_RDONLY, MPI_INFO_NULL, &fh) != MPI_SUCCESS)
+        die("cannot open %s", argv[1]);
+    unsigned char *buf = malloc((size_t)(strcmp(mode, "view") ? B : S * B));
+    report_t rep;
+    report_open(&rep, argc, argv, rank);
+    for (int k = 0; k < reps; k++) {
+        if (!strcmp(mode, "view"))
+            read_view(fh, buf, &rep);
+        else
+            read_blocks(fh, mode, buf, &rep);
+    }
+    report_close(&rep, rank, size);
+    free(buf);
+    MPI_File_close(&fh);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,240 @@
+/*
+ * interpose.c — the MPI_File_* entry points libpatio_mpiio.so defines over the MPI
+ * library's (which it reaches through PMPI_*). A call on a file the layer does not
+ * watch costs one load of a flag and an indirect call; everything else is io.c's.
+ *
+ * Watched files: traced (PATIO_TRACE_DIR with libpatio_trace.so loaded), served (a
+ * registered, current reorganized file, serve.c) or counted (PATIO_MPIIO_STATS=DIR:
+ * each rank writes a JSON record per file at close, or at MPI_Finalize for files left
+ * open).
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpiio.h"
+
+#define WATCHING() __atomic_load_n(&mpiio_watching, __ATOMIC_RELAXED)
+
+EXPORT int MPI_File_open(MPI_Comm comm, const char *name, int amode, MPI_Info info, MPI_File *fh)
+{
+    int rc = P(File_open)(comm, name, amode, info, fh);
+    if (rc != MPI_SUCCESS || mpiio_depth || !mpiio_ready())
+        return rc;
+    mpiio_depth++;
+    pfile_t *f = calloc(1, sizeof *f);
+    if (f) {
+        f->fh = *fh;
+        f->comm = comm;
+        snprintf(f->name, sizeof f->name, "%s", name);
+        if (!realpath(name, f->path))
+            snprintf(f->path, sizeof f->path, "%s", name);
+        f->trace = trace_available();
+        const char *stats = getenv("PATIO_MPIIO_STATS");
+        f->stats = stats && *stats;
+        view_default(&f->view);
+        f->view_ok = 1;
+        serve_open(f, amode);
+        if (!(f->trace || f->served || f->stats) || files_add(f) != 0) {
+            serve_close(f);
+            free(f);
+        }
+    }
+    mpiio_depth--;
+    return rc;
+}
+
+static void finish(pfile_t *f)
+{
+    if (f->stats)
+        stats_write(f);
+    serve_close(f);
+    view_free(&f->view);
+}
+
+EXPORT int MPI_File_close(MPI_File *fh)
+{
+    pfile_t *f = WATCHING() && !mpiio_depth ? files_find(*fh) : NULL;
+    if (f) {
+        files_remove(f);
+        finish(f);
+        free(f);
+    }
+    return P(File_close)(fh);
+}
+
+static void finish_open(pfile_t *f)
+{
+    if (f->stats)
+        stats_write(f);
+    f->stats = 0;
+}
+
+EXPORT int MPI_Finalize(void)
+{
+    if (WATCHING())
+        files_each(finish_open);
+    return P(Finalize)();
+}
+
+EXPORT int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype,
+                             MPI_Datatype filetype, const char *datarep, MPI_Info info)
+{
+    int rc = P(File_set_view)(fh, disp, etype, filetype, datarep, info);
+    pfile_t *f = WATCHING() && !mpiio_depth ? files_find(fh) : NULL;
+    if (rc != MPI_SUCCESS || !f)
+        return rc;
+    mpiio_depth++;
+    f->view_ok = view_set(&f->view, disp, etype, filetype) == 0;
+    f->pos = 0;
+    if (f->served) {
+        /* collective: every rank keeps serving, or none does (native data
+         * representation only: another one converts bytes) */
+        int mine = f->view_ok && datarep && strcmp(datarep, "native") == 0, all = mine;
+        if (P(Allreduce)(&mine, &all, 1, H.int_, H.min, f->comm) != MPI_SUCCESS || !all) {
+            if (!mine)
+                mpiio_warn("%s: a file view the layer cannot flatten; reading the original",
+                           f->name);
+            serve_close(f);
+        }
+    }
+    mpiio_depth--;
+    return rc;
+}
+
+EXPORT int MPI_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype,
+                             MPI_Datatype *filetype, char *datarep)
+{
+    return P(File_get_view)(fh, disp, etype, filetype, datarep);
+}
+
+EXPORT int MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence)
+{
+    pfile_t *f = WATCHING() && !mpiio_depth ? files_find(fh) : NULL;
+    if (!f || !f->served)
+        return P(File_seek)(fh, offset, whence);
+    MPI_Offset at;
+    if (whence == MPI_SEEK_SET) {
+        at = offset;
+    } else if (whence == MPI_SEEK_CUR) {
+        at = f->pos + offset;
+    } else if (whence == MPI_SEEK_END) {
+        MPI_Offset size;
+        int rc = P(File_get_size)(fh, &size);
+        if (rc != MPI_SUCCESS)
+            return rc;
+        at = (MPI_Offset)(view_bytes_before(&f->view, (uint64_t)size) /
+                          (uint64_t)f->view.etype_size) + offset;
+    } else {
+        return MPI_ERR_ARG;
+    }
+    if (at < 0)
+        return MPI_ERR_ARG;
+    f->pos = at;
+    return MPI_SUCCESS;
+}
+
+EXPORT int MPI_File_get_position(MPI_File fh, MPI_Offset *offset)
+{
+    pfile_t *f = WATCHING() && !mpiio_depth ? files_find(fh) : NULL;
+    if (!f || !f->served)
+        return P(File_get_position)(fh, offset);
+    *offset = f->pos;
+    return MPI_SUCCESS;
+}
+
+EXPORT int MPI_File_get_size(MPI_File fh, MPI_Offset *size)
+{
+    return P(File_get_size)(fh, size);
+}
+
+EXPORT int MPI_File_sync(MPI_File fh) { return P(File_sync)(fh); }
+
+/* ---- the read and write families ---- */
+#define AT_CALL(name, code, B)                                                             \
+    EXPORT int MPI_File_##name(MPI_File fh, MPI_Offset off, B buf, int n, MPI_Datatype dt,   \
+                               MPI_Status *st)                                             \
+    {                                                                                      \
+        if (LIKELY(!WATCHING()))                                                           \
+            return P(File_##name)(fh, off, buf, n, dt, st);                                \
+        return mpiio_io(code, fh, off, buf, n, dt, st, NULL);                              \
+    }
+#define PTR_CALL(name, code, B)                                                            \
+    EXPORT int MPI_File_##name(MPI_File fh, B buf, int n, MPI_Datatype dt, MPI_Status *st)  \
+    {                                                                                      \
+        if (LIKELY(!WATCHING()))                                                           \
+            return P(File_##name)(fh, buf, n, dt, st);                                     \
+        return mpiio_io(code, fh, 0, buf, n, dt, st, NULL);                                \
+    }
+#define IAT_CALL(name, code, B)                                                            \
+    EXPORT int MPI_File_##name(MPI_File fh, MPI_Offset off, B buf, int n, MPI_Datatype dt,   \
+                               MPI_Request *req)                                           \
+    {                                                                                      \
+        if (LIKELY(!WATCHING()))                                                           \
+            return P(File_##name)(fh, off, buf, n, dt, req);                               \
+        return mpiio_io(code, fh, off, buf, n, dt, NULL, req);                             \
+    }
+#define IPTR_CALL(name, code, B)                                                           \
+    EXPORT int MPI_File_##name(MPI_File fh, B buf, int n, MPI_Datatype dt, MPI_Request *req) \
+    {                                                                                      \
+        if (LIKELY(!WATCHING()))                                                           \
+            return P(File_##name)(fh, buf, n, dt, req);                                    \
+        return mpiio_io(code, fh, 0, buf, n, dt, NULL, req);                               \
+    }
+#define BEGIN_AT(name, code, B)                                                            \
+    EXPORT int MPI_File_##name(MPI_File fh, MPI_Offset off, B buf, int n, MPI_Datatype dt)   \
+    {                                                                                      \
+        if (LIKELY(!WATCHING()))                                                           \
+            return P(File_##name)(fh, off, buf, n, dt);                                    \
+        return mpiio_io(code, fh, off, buf, n, dt, NULL, NULL);                            \
+    }
+#define BEGIN_PTR(name, code, B)                                                           \
+    EXPORT int MPI_File_##name(MPI_File fh, B buf, int n, MPI_Datatype dt)                  \
+    {                                                                                      \
+        if (LIKELY(!WATCHING()))                                                           \
+            return P(File_##name)(fh, buf, n, dt);                                         \
+        return mpiio_io(code, fh, 0, buf, n, dt, NULL, NULL);                              \
+    }
+#define END_CALL(name, code, B)                                                            \
+    EXPORT int MPI_File_##name(MPI_File fh, B buf, MPI_Status *st)                          \
+    {                                                                                      \
+        if (LIKELY(!WATCHING()))                                                           \
+            return P(File_##name)(fh, buf, st);                                            \
+        return mpiio_split_end(code, fh, buf, st);                                         \
+    }
+
+AT_CALL(read_at, C_READ_AT, void *)
+AT_CALL(write_at, C_WRITE(C_READ_AT), const void *)
+AT_CALL(read_at_all, C_READ_AT_ALL, void *)
+AT_CALL(write_at_all, C_WRITE(C_READ_AT_ALL), const void *)
+PTR_CALL(read, C_READ, void *)
+PTR_CALL(write, C_WRITE(C_READ), const void *)
+PTR_CALL(read_all, C_READ_ALL, void *)
+PTR_CALL(write_all, C_WRITE(C_READ_ALL), const void *)
+PTR_CALL(read_shared, C_READ_SHARED, void *)
+PTR_CALL(write_shared, C_WRITE(C_READ_SHARED), const void *)
+PTR_CALL(read_ordered, C_READ_ORDERED, void *)
+PTR_CALL(write_ordered, C_WRITE(C_READ_ORDERED), const void *)
+IAT_CALL(iread_at, C_IREAD_AT, void *)
+IAT_CALL(iwrite_at, C_WRITE(C_IREAD_AT), const void *)
+IAT_CALL(iread_at_all, C_IREAD_AT_ALL, void *)
+IAT_CALL(iwrite_at_all, C_WRITE(C_IREAD_AT_ALL), const void *)
+IPTR_CALL(iread, C_IREAD, void *)
+IPTR_CALL(iwrite, C_WRITE(C_IREAD), const void *)
+IPTR_CALL(iread_all, C_IREAD_ALL, void *)
+IPTR_CALL(iwrite_all, C_WRITE(C_IREAD_ALL), const void *)
+IPTR_CALL(iread_shared, C_IREAD_SHARED, void *)
+IPTR_CALL(iwrite_shared, C_WRITE(C_IREAD_SHARED), const void *)
+BEGIN_AT(read_at_all_begin, C_READ_AT_ALL_BEGIN, void *)
+BEGIN_AT(write_at_all_begin, C_WRITE(C_READ_AT_ALL_BEGIN), const void *)
+BEGIN_PTR(read_all_begin, C_READ_ALL_BEGIN, void *)
+BEGIN_PTR(write_all_begin, C_WRITE(C_READ_ALL_BEGIN), const void *)
+BEGIN_PTR(read_ordered_begin, C_READ_ORDERED_BEGIN, void *)
+BEGIN_PTR(write_ordered_begin, C_WRITE(C_READ_ORDERED_BEGIN), const void *)
+END_CALL(read_at_all_end, C_READ_AT_ALL_BEGIN, void *)
+END_CALL(write_at_all_end, C_WRITE(C_READ_AT_ALL_BEGIN), const void *)
+END_CALL(read_all_end, C_READ_ALL_BEGIN, void *)
+END_CALL(write_all_end, C_WRITE(C_READ_ALL_BEGIN), const void *)
+END_CALL(read_ordered_end, C_READ_ORDERED_BEGIN, void *)
+END_CALL(write_ordered_end, C_WRITE(C_READ_ORDERED_BEGIN), const void *)

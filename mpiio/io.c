@@ -1,0 +1,239 @@
+/*
+ * io.c — the read and write families of MPI-IO on watched files: served from the
+ * reorganized container (reads with an explicit offset or the individual file pointer
+ * on a served file), or passed through to MPI, and traced as MPIIO records.
+ *
+ * Semantics decided here:
+ *  - Served files keep their individual file pointer here (the real one is not moved);
+ *    it advances by the etypes actually read, as MPI's own implementations do.
+ *    Collective (_all) reads need no exchange: each rank reads its own extents.
+ *  - Shared-pointer and ordered reads pass through to the original file: the bytes
+ *    are the same (the container is current), and the shared pointer lives in MPI.
+ *  - Nonblocking reads of a served file are served at the call and return a completed
+ *    generalized request; split collectives are served at begin, their status is
+ *    given at end.
+ *  - A served read that fails (the container damaged under the program) warns once,
+ *    stops serving the file and reads the original with the independent explicit-offset
+ *    call (never a collective one: the other ranks may still be served).
+ *  - Records of blocking calls carry the bytes moved; of nonblocking and split calls
+ *    (passed through), the bytes requested, timed at the call.
+ *  - Shared-pointer positions are read just before the call (another rank may move the
+ *    pointer in between); ordered calls add the bytes of lower ranks (MPI_Exscan).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpiio.h"
+
+enum { AT, INDIV, SHARED, ORDERED };
+
+static int mode_of(int c)
+{
+    switch (c) {
+    case C_READ_AT: case C_READ_AT_ALL: case C_IREAD_AT: case C_IREAD_AT_ALL:
+    case C_READ_AT_ALL_BEGIN:
+        return AT;
+    case C_READ_SHARED: case C_IREAD_SHARED:
+        return SHARED;
+    case C_READ_ORDERED: case C_READ_ORDERED_BEGIN:
+        return ORDERED;
+    default:
+        return INDIV;
+    }
+}
+
+static int is_nonblocking(int c) { return c >= C_IREAD_AT && c <= C_IREAD_SHARED; }
+static int is_begin(int c) { return c >= C_READ_AT_ALL_BEGIN && c <= C_READ_ORDERED_BEGIN; }
+
+static int real_call(int call, MPI_File fh, MPI_Offset off, const void *cbuf, int n,
+                     MPI_Datatype dt, MPI_Status *st, MPI_Request *req)
+{
+    void *buf = (void *)cbuf;
+    switch (call) {
+    case C_READ_AT: return P(File_read_at)(fh, off, buf, n, dt, st);
+    case C_READ_AT_ALL: return P(File_read_at_all)(fh, off, buf, n, dt, st);
+    case C_READ: return P(File_read)(fh, buf, n, dt, st);
+    case C_READ_ALL: return P(File_read_all)(fh, buf, n, dt, st);
+    case C_READ_SHARED: return P(File_read_shared)(fh, buf, n, dt, st);
+    case C_READ_ORDERED: return P(File_read_ordered)(fh, buf, n, dt, st);
+    case C_IREAD_AT: return P(File_iread_at)(fh, off, buf, n, dt, req);
+    case C_IREAD_AT_ALL: return P(File_iread_at_all)(fh, off, buf, n, dt, req);
+    case C_IREAD: return P(File_iread)(fh, buf, n, dt, req);
+    case C_IREAD_ALL: return P(File_iread_all)(fh, buf, n, dt, req);
+    case C_IREAD_SHARED: return P(File_iread_shared)(fh, buf, n, dt, req);
+    case C_READ_AT_ALL_BEGIN: return P(File_read_at_all_begin)(fh, off, buf, n, dt);
+    case C_READ_ALL_BEGIN: return P(File_read_all_begin)(fh, buf, n, dt);
+    case C_READ_ORDERED_BEGIN: return P(File_read_ordered_begin)(fh, buf, n, dt);
+    case C_WRITE(C_READ_AT): return P(File_write_at)(fh, off, cbuf, n, dt, st);
+    case C_WRITE(C_READ_AT_ALL): return P(File_write_at_all)(fh, off, cbuf, n, dt, st);
+    case C_WRITE(C_READ): return P(File_write)(fh, cbuf, n, dt, st);
+    case C_WRITE(C_READ_ALL): return P(File_write_all)(fh, cbuf, n, dt, st);
+    case C_WRITE(C_READ_SHARED): return P(File_write_shared)(fh, cbuf, n, dt, st);
+    case C_WRITE(C_READ_ORDERED): return P(File_write_ordered)(fh, cbuf, n, dt, st);
+    case C_WRITE(C_IREAD_AT): return P(File_iwrite_at)(fh, off, cbuf, n, dt, req);
+    case C_WRITE(C_IREAD_AT_ALL): return P(File_iwrite_at_all)(fh, off, cbuf, n, dt, req);
+    case C_WRITE(C_IREAD): return P(File_iwrite)(fh, cbuf, n, dt, req);
+    case C_WRITE(C_IREAD_ALL): return P(File_iwrite_all)(fh, cbuf, n, dt, req);
+    case C_WRITE(C_IREAD_SHARED): return P(File_iwrite_shared)(fh, cbuf, n, dt, req);
+    case C_WRITE(C_READ_AT_ALL_BEGIN): return P(File_write_at_all_begin)(fh, off, cbuf, n, dt);
+    case C_WRITE(C_READ_ALL_BEGIN): return P(File_write_all_begin)(fh, cbuf, n, dt);
+    case C_WRITE(C_READ_ORDERED_BEGIN): return P(File_write_ordered_begin)(fh, cbuf, n, dt);
+    default: return MPI_ERR_INTERN;
+    }
+}
+
+static uint64_t requested(MPI_Datatype dt, int count)
+{
+    MPI_Count size = 0;
+    if (count <= 0 || P(Type_size_x)(dt, &size) != MPI_SUCCESS || size < 0)
+        return 0;
+    return (uint64_t)size * (uint64_t)count;
+}
+
+/* A served read; 0 when answered, -1 when the caller must read the original. */
+static int served(pfile_t *f, int base, MPI_Offset off, void *buf, int count, MPI_Datatype dt,
+                  MPI_Status *st, MPI_Request *req, int *rc)
+{
+    int mode = mode_of(base);
+    int64_t es = f->view.etype_size;
+    MPI_Offset at = mode == AT ? off : f->pos;
+    extents_t e;
+    memset(&e, 0, sizeof e);
+    uint64_t got = 0, t0 = mpiio_now_ns();
+    if (serve_read(f, (uint64_t)at * (uint64_t)es, buf, count, dt, &got, &e)) {
+        extents_free(&e);
+        if (mode == INDIV) /* the real pointer takes over where ours stood */
+            P(File_seek)(f->fh, f->pos, MPI_SEEK_SET);
+        return -1;
+    }
+    trace_extents(f, 0, base, &e, got, t0, mpiio_now_ns());
+    extents_free(&e);
+    if (mode == INDIV)
+        f->pos += (MPI_Offset)(got / (uint64_t)es);
+    if (is_nonblocking(base)) {
+        *rc = completed_request(got, req);
+    } else if (is_begin(base)) {
+        f->split_bytes = got;
+        f->split_served = 1;
+        *rc = MPI_SUCCESS;
+    } else {
+        status_set_bytes(st, got);
+        *rc = MPI_SUCCESS;
+    }
+    return 0;
+}
+
+/* The original read after a served read failed: independent, explicit offset. */
+static int fallback(pfile_t *f, int base, MPI_Offset off, void *buf, int count, MPI_Datatype dt,
+                    MPI_Status *st, MPI_Request *req)
+{
+    int mode = mode_of(base);
+    MPI_Offset at = off;
+    if (mode == INDIV)
+        P(File_get_position)(f->fh, &at);
+    if (is_nonblocking(base)) {
+        int rc = real_call(C_READ_AT, f->fh, at, buf, count, dt, MPI_STATUS_IGNORE, NULL);
+        if (rc == MPI_SUCCESS && mode == INDIV)
+            P(File_seek)(f->fh, at + (MPI_Offset)(requested(dt, count) / (uint64_t)f->view.etype_size), MPI_SEEK_SET);
+        return rc == MPI_SUCCESS ? completed_request(requested(dt, count), req) : rc;
+    }
+    MPI_Status local;
+    int rc = real_call(C_READ_AT, f->fh, at, buf, count, dt, &local, NULL);
+    MPI_Count got = 0;
+    if (P(Get_elements_x)(&local, H.byte, &got) != MPI_SUCCESS || got == MPI_UNDEFINED)
+        got = (MPI_Count)requested(dt, count);
+    if (rc == MPI_SUCCESS && mode == INDIV)
+        P(File_seek)(f->fh, at + got / f->view.etype_size, MPI_SEEK_SET);
+    if (is_begin(base)) {
+        f->split_bytes = (uint64_t)got;
+        f->split_served = 1;
+    } else if (st != MPI_STATUS_IGNORE) {
+        *st = local;
+    }
+    return rc;
+}
+
+/* View data byte where a passed-through call starts. */
+static int start_of(pfile_t *f, int base, MPI_Offset off, uint64_t want, uint64_t *b)
+{
+    MPI_Offset at = off;
+    int mode = mode_of(base);
+    if (mode == INDIV && P(File_get_position)(f->fh, &at) != MPI_SUCCESS)
+        return -1;
+    if ((mode == SHARED || mode == ORDERED) &&
+        P(File_get_position_shared)(f->fh, &at) != MPI_SUCCESS)
+        return -1;
+    if (mode == ORDERED) {
+        long long mine = (long long)(want / (uint64_t)f->view.etype_size), below = 0;
+        int rank = 0;
+        if (P(Exscan)(&mine, &below, 1, H.long_long, H.sum, f->comm) != MPI_SUCCESS)
+            return -1;
+        P(Comm_rank)(f->comm, &rank);
+        at += rank ? below : 0;
+    }
+    *b = (uint64_t)at * (uint64_t)f->view.etype_size;
+    return 0;
+}
+
+int mpiio_io(int call, MPI_File fh, MPI_Offset off, const void *buf, int count, MPI_Datatype dt,
+             MPI_Status *st, MPI_Request *req)
+{
+    pfile_t *f = mpiio_depth ? NULL : files_find(fh);
+    if (!f)
+        return real_call(call, fh, off, buf, count, dt, st, req);
+    mpiio_depth++;
+    int write = call >= C_WRITE_AT, base = write ? call - 20 : call, rc = MPI_SUCCESS;
+    int mode = mode_of(base);
+    if (!write && f->served && f->view_ok && (mode == AT || mode == INDIV)) {
+        if (served(f, base, off, (void *)buf, count, dt, st, req, &rc) != 0)
+            rc = fallback(f, base, off, (void *)buf, count, dt, st, req);
+        mpiio_depth--;
+        return rc;
+    }
+    f->passed_calls++;
+    if (!f->trace || !f->view_ok) {
+        rc = real_call(call, fh, off, buf, count, dt, st, req);
+        mpiio_depth--;
+        return rc;
+    }
+    uint64_t want = requested(dt, count), b = 0;
+    int placed = start_of(f, base, off, want, &b) == 0;
+    MPI_Status local;
+    int blocking = !is_nonblocking(base) && !is_begin(base);
+    MPI_Status *use = blocking && st == MPI_STATUS_IGNORE ? &local : st;
+    uint64_t t0 = mpiio_now_ns();
+    rc = real_call(call, fh, off, buf, count, dt, use, req);
+    uint64_t t1 = mpiio_now_ns(), moved = want;
+    if (rc == MPI_SUCCESS && placed) {
+        MPI_Count n;
+        if (blocking && P(Get_elements_x)(use, H.byte, &n) == MPI_SUCCESS && n != MPI_UNDEFINED)
+            moved = (uint64_t)n;
+        extents_t e;
+        memset(&e, 0, sizeof e);
+        if (view_extents(&f->view, b, moved, &e) == 0)
+            trace_extents(f, write, call, &e, moved, t0, t1);
+        extents_free(&e);
+    }
+    mpiio_depth--;
+    return rc;
+}
+
+int mpiio_split_end(int call, MPI_File fh, const void *buf, MPI_Status *st)
+{
+    pfile_t *f = mpiio_depth ? NULL : files_find(fh);
+    if (f && f->split_served) {
+        f->split_served = 0;
+        status_set_bytes(st, f->split_bytes);
+        return MPI_SUCCESS;
+    }
+    void *b = (void *)buf;
+    switch (call) {
+    case C_READ_AT_ALL_BEGIN: return P(File_read_at_all_end)(fh, b, st);
+    case C_READ_ALL_BEGIN: return P(File_read_all_end)(fh, b, st);
+    case C_READ_ORDERED_BEGIN: return P(File_read_ordered_end)(fh, b, st);
+    case C_WRITE(C_READ_AT_ALL_BEGIN): return P(File_write_at_all_end)(fh, buf, st);
+    case C_WRITE(C_READ_ALL_BEGIN): return P(File_write_all_end)(fh, buf, st);
+    case C_WRITE(C_READ_ORDERED_BEGIN): return P(File_write_ordered_end)(fh, buf, st);
+    default: return MPI_ERR_INTERN;
+    }
+}

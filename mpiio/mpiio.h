@@ -1,0 +1,181 @@
+/*
+ * mpiio.h — internal interfaces of libpatio_mpiio.so, patio's MPI-IO layer (a PMPI
+ * interposition library, LD_PRELOADed into every process of a job).
+ *
+ * The library references no MPI symbol at link time: PMPI functions and Open MPI's
+ * predefined handles (MPI_BYTE, MPI_COMM_SELF, …, which mpi.h defines as addresses of
+ * ompi_mpi_* objects) are looked up at run time, so that the library loads and stays
+ * inert in processes that are not MPI programs (mpirun, shells, python without MPI).
+ *
+ * Modules: runtime.c (symbol lookup, the Open MPI check, warnings), files.c (the table
+ * of files the layer watches), flatten.c (datatypes and file views → byte runs),
+ * serve.c (libpatio_reorg.so: the serving decision, reads, statistics), trace.c (MPIIO
+ * records through libpatio_trace.so), io.c (the read/write families), interpose.c (the
+ * MPI_File_* entry points).
+ */
+#ifndef PATIO_MPIIO_H
+#define PATIO_MPIIO_H
+
+#include <limits.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../crates/patio-reorg/include/patio_reorg.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- runtime.c ---- */
+void *mpiio_resolve(const char *name);
+
+/* A PMPI function through a pointer resolved at first use: P(File_read_at)(…). */
+#define P(f)                                                                     \
+    ({                                                                           \
+        static __typeof__(PMPI_##f) *p_;                                         \
+        __typeof__(PMPI_##f) *q_ = __atomic_load_n(&p_, __ATOMIC_RELAXED);       \
+        if (UNLIKELY(!q_)) {                                                     \
+            q_ = (__typeof__(PMPI_##f) *)mpiio_resolve("PMPI_" #f);              \
+            __atomic_store_n(&p_, q_, __ATOMIC_RELAXED);                         \
+        }                                                                        \
+        q_;                                                                      \
+    })
+
+/* Open MPI's predefined handles, found at run time (valid when mpiio_ready()). */
+struct mpiio_handles {
+    MPI_Datatype byte, int_, long_long;
+    MPI_Comm self;
+    MPI_Op min, sum;
+};
+extern struct mpiio_handles H;
+
+/* 1 when this process runs the MPI the library was built for (checked once, at the
+ * first MPI_File_open; otherwise one warning and every call passes through). */
+int mpiio_ready(void);
+/* One line on stderr: "patio: MPI-IO: <text>". */
+void mpiio_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* This process's rank in MPI_COMM_WORLD (or -1). */
+int mpiio_world_rank(void);
+/* Per-thread depth of the layer's own calls: nested MPI_File_* calls pass through. */
+extern __thread int mpiio_depth;
+uint64_t mpiio_now_ns(void);
+
+/* ---- flatten.c ---- */
+typedef struct {
+    int64_t off, len;
+} run_t;
+
+/* Byte runs of a datatype's type map, in type-map order, adjacent runs merged. */
+typedef struct {
+    run_t *runs;
+    size_t n, cap;
+    int64_t size;   /* bytes of data (MPI_Type_size) */
+    int64_t lb;     /* MPI_Type_get_extent */
+    int64_t extent;
+} flat_t;
+
+/* Flattens `t`; 0, or -1 when it cannot (darray, out of memory): then the caller
+ * passes the call through. */
+int flat_type(MPI_Datatype t, flat_t *out);
+void flat_free(flat_t *f);
+/* 1 when `count` elements of a datatype flattened as `f` are one contiguous run
+ * starting at byte f->runs[0].off. */
+int flat_contiguous(const flat_t *f, int64_t count);
+
+/* A file view: data byte b of the view lies at disp + (b / size) * extent + the
+ * place of b % size among the filetype's runs. */
+typedef struct {
+    int64_t disp;
+    int64_t etype_size;
+    flat_t ft;
+    int64_t *prefix; /* prefix[i] = data bytes before ft.runs[i] */
+    int identity;    /* one run covering the whole extent: b → disp + b */
+} view_t;
+
+/* Byte extents (offset, length pairs) of the file. */
+typedef struct {
+    uint64_t *v; /* v[2i], v[2i+1] */
+    size_t n, cap;
+    uint64_t bytes;
+} extents_t;
+
+int view_set(view_t *v, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype);
+void view_default(view_t *v);
+void view_free(view_t *v);
+/* The file extents of view data bytes [b, b + n); 0 or -1 (out of memory). */
+int view_extents(const view_t *v, uint64_t b, uint64_t n, extents_t *out);
+/* Data bytes of the view that lie before file offset `end`. */
+uint64_t view_bytes_before(const view_t *v, uint64_t end);
+void extents_free(extents_t *e);
+
+/* ---- files.c ---- */
+typedef struct pfile {
+    MPI_File fh;
+    MPI_Comm comm;              /* the communicator the file was opened on */
+    char name[PATH_MAX];        /* as the program named it */
+    char path[PATH_MAX];        /* absolute, symbolic links resolved (for records) */
+    int trace;                  /* MPIIO records go to libpatio_trace.so */
+    int stats;                  /* PATIO_MPIIO_STATS is set */
+    PatioReorgFile *served;     /* non-NULL while reads are served */
+    int view_ok;                /* the current view is flattened */
+    view_t view;
+    MPI_Offset pos;             /* individual file pointer (etypes), while served */
+    uint64_t split_bytes;       /* bytes of the split collective begun, while served */
+    int split_served;
+    int warned;
+    uint64_t served_calls, served_bytes, passed_calls;
+    uint64_t physical_reads;
+} pfile_t;
+
+/* Nonzero while some file is watched: the fast path of every call tests only this. */
+extern int mpiio_watching;
+pfile_t *files_find(MPI_File fh);
+int files_add(pfile_t *f);
+void files_remove(pfile_t *f);
+/* Calls fn on every watched file (MPI_Finalize). */
+void files_each(void (*fn)(pfile_t *));
+
+/* ---- serve.c ---- */
+/* At MPI_File_open (collective): decides, across `comm`, whether `f` is served. */
+void serve_open(pfile_t *f, int amode);
+/* Reads `count` × `dt` at view data byte `b` from the container into `buf`. 0 and
+ * *bytes set, or -1 (one warning; serving stops for the file and the caller reads the
+ * original). `ext` receives the file extents (for tracing). */
+int serve_read(pfile_t *f, uint64_t b, void *buf, int count, MPI_Datatype dt, uint64_t *bytes,
+               extents_t *ext);
+void serve_close(pfile_t *f);
+/* Sets `st` (may be MPI_STATUS_IGNORE) to a completed read of `bytes` bytes. */
+void status_set_bytes(MPI_Status *st, uint64_t bytes);
+/* A request that is already complete, whose status reports `bytes` bytes. */
+int completed_request(uint64_t bytes, MPI_Request *req);
+/* Writes the PATIO_MPIIO_STATS record of `f`. */
+void stats_write(pfile_t *f);
+
+/* ---- io.c ---- */
+/* Call codes of MPIIO records (docs/FORMATS.md, "Raw capture"); a write's code is its
+ * read's + 20. */
+enum {
+    C_READ_AT = 11, C_READ_AT_ALL, C_READ, C_READ_ALL, C_READ_SHARED, C_READ_ORDERED,
+    C_IREAD_AT, C_IREAD_AT_ALL, C_IREAD, C_IREAD_ALL, C_IREAD_SHARED,
+    C_READ_AT_ALL_BEGIN, C_READ_ALL_BEGIN, C_READ_ORDERED_BEGIN,
+    C_WRITE_AT = 31
+};
+#define C_WRITE(c) ((c) + 20)
+/* One call of the read or write family on a watched file (or any file: unwatched
+ * ones pass straight through). `off` is used by explicit-offset calls, `st` by
+ * blocking ones, `req` by nonblocking ones. */
+int mpiio_io(int call, MPI_File fh, MPI_Offset off, const void *buf, int count, MPI_Datatype dt,
+             MPI_Status *st, MPI_Request *req);
+/* The end of a split collective (read or write, any addressing). */
+int mpiio_split_end(int call, MPI_File fh, const void *buf, MPI_Status *st);
+
+/* ---- trace.c ---- */
+/* 1 when PATIO_TRACE_DIR is set and libpatio_trace.so is loaded. */
+int trace_available(void);
+/* One MPIIO record per extent, cut after `bytes` bytes in all. */
+void trace_extents(pfile_t *f, int op, int call, const extents_t *e, uint64_t bytes, uint64_t t0,
+                   uint64_t t1);
+
+#endif

@@ -1,0 +1,255 @@
+/*
+ * serve.c — reads of registered reorganized files, through libpatio_reorg.so.
+ *
+ * At MPI_File_open of a file opened without write access the layer asks
+ * libpatio_reorg.so whether the file is registered and current (patio_reorg_open), and
+ * the ranks of the file's communicator agree (one allreduce): either every rank serves
+ * the file or none does, so a collective read never has some ranks inside MPI and
+ * others not. A file opened for writing is never served: its writes go to the original,
+ * which makes the container stale (patio's file-version rule) for the next open.
+ *
+ * libpatio_reorg.so is loaded with dlopen from $PATIO_REORG_LIB, or else from the
+ * directory libpatio_mpiio.so itself was loaded from. Missing → one warning, nothing is
+ * served.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mpiio.h"
+
+static struct {
+    __typeof__(patio_reorg_abi_version) *abi;
+    __typeof__(patio_reorg_open) *open;
+    __typeof__(patio_reorg_read) *read;
+    __typeof__(patio_reorg_stats) *stats;
+    __typeof__(patio_reorg_close) *close;
+} R;
+
+static int load_reorg(void)
+{
+    static int state; /* 0 not tried, 1 loaded, 2 unavailable */
+    static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&m);
+    if (!state) {
+        char path[PATH_MAX];
+        const char *env = getenv("PATIO_REORG_LIB");
+        Dl_info info;
+        if (env && *env) {
+            snprintf(path, sizeof path, "%s", env);
+        } else if (dladdr((void *)load_reorg, &info) && info.dli_fname) {
+            snprintf(path, sizeof path, "%s", info.dli_fname);
+            char *slash = strrchr(path, '/');
+            snprintf(slash ? slash + 1 : path, sizeof path - (size_t)(slash ? slash + 1 - path : 0),
+                     "libpatio_reorg.so");
+        } else {
+            snprintf(path, sizeof path, "libpatio_reorg.so");
+        }
+        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        state = 2;
+        if (!h) {
+            mpiio_warn("%s; reorganized files are not served (set PATIO_REORG_LIB)", dlerror());
+        } else {
+            R.abi = (__typeof__(R.abi))dlsym(h, "patio_reorg_abi_version");
+            R.open = (__typeof__(R.open))dlsym(h, "patio_reorg_open");
+            R.read = (__typeof__(R.read))dlsym(h, "patio_reorg_read");
+            R.stats = (__typeof__(R.stats))dlsym(h, "patio_reorg_stats");
+            R.close = (__typeof__(R.close))dlsym(h, "patio_reorg_close");
+            if (!R.abi || !R.open || !R.read || !R.stats || !R.close)
+                mpiio_warn("%s lacks the patio_reorg functions; reorganized files are not served",
+                           path);
+            else if (R.abi() != PATIO_REORG_ABI_VERSION)
+                mpiio_warn("%s has C ABI version %u, not %u; reorganized files are not served",
+                           path, R.abi(), PATIO_REORG_ABI_VERSION);
+            else
+                state = 1;
+        }
+    }
+    pthread_mutex_unlock(&m);
+    return state == 1;
+}
+
+/* ROMIO-style file-system prefixes ("ufs:", "nfs:", "lustre:"…) name the same file. */
+static const char *strip_prefix(const char *name)
+{
+    const char *colon = strchr(name, ':');
+    if (colon && colon - name > 1 && strchr(name, '/') > colon)
+        return colon + 1;
+    return name;
+}
+
+void serve_open(pfile_t *f, int amode)
+{
+    if (amode & (MPI_MODE_WRONLY | MPI_MODE_RDWR))
+        return; /* writes go to the original; its new version makes the container stale */
+    PatioReorgFile *h = NULL;
+    int mine = 0;
+    if (load_reorg()) {
+        char msg[512] = "";
+        int r = R.open(strip_prefix(f->name), &h, msg, sizeof msg);
+        if (r == PATIO_REORG_SERVED)
+            mine = 1;
+        else if (r == PATIO_REORG_BYPASSED || r == PATIO_REORG_ERROR)
+            mpiio_warn("%s: %s; reading the original", f->name, msg);
+    }
+    int all = mine;
+    if (P(Allreduce)(&mine, &all, 1, H.int_, H.min, f->comm) != MPI_SUCCESS)
+        all = 0;
+    if (all) {
+        f->served = h;
+    } else if (h) {
+        R.close(h);
+    }
+}
+
+void serve_close(pfile_t *f)
+{
+    if (f->served) {
+        PatioReorgStats s;
+        R.stats(f->served, &s);
+        f->physical_reads = s.physical_reads;
+        R.close(f->served);
+        f->served = NULL;
+    }
+}
+
+void status_set_bytes(MPI_Status *st, uint64_t bytes)
+{
+    if (st == MPI_STATUS_IGNORE)
+        return;
+    st->MPI_ERROR = MPI_SUCCESS;
+    P(Status_set_elements_x)(st, H.byte, (MPI_Count)bytes);
+    P(Status_set_cancelled)(st, 0);
+}
+
+static int greq_query(void *extra, MPI_Status *st)
+{
+    status_set_bytes(st, *(uint64_t *)extra);
+    return MPI_SUCCESS;
+}
+
+static int greq_free(void *extra)
+{
+    free(extra);
+    return MPI_SUCCESS;
+}
+
+static int greq_cancel(void *extra, int complete)
+{
+    (void)extra;
+    (void)complete;
+    return MPI_SUCCESS;
+}
+
+int completed_request(uint64_t bytes, MPI_Request *req)
+{
+    uint64_t *extra = malloc(sizeof *extra);
+    if (!extra)
+        return MPI_ERR_NO_MEM;
+    *extra = bytes;
+    int rc = P(Grequest_start)(greq_query, greq_free, greq_cancel, extra, req);
+    if (rc != MPI_SUCCESS) {
+        free(extra);
+        return rc;
+    }
+    return P(Grequest_complete)(*req);
+}
+
+int serve_read(pfile_t *f, uint64_t b, void *buf, int count, MPI_Datatype dt, uint64_t *bytes,
+               extents_t *ext)
+{
+    char msg[512] = "";
+    flat_t mem;
+    memset(&mem, 0, sizeof mem);
+    int named = 0, ni, na, nd, comb;
+    if (P(Type_get_envelope)(dt, &ni, &na, &nd, &comb) == MPI_SUCCESS && comb == MPI_COMBINER_NAMED)
+        named = 1;
+    int64_t size;
+    if (named) {
+        int s;
+        if (P(Type_size)(dt, &s) != MPI_SUCCESS)
+            return -1;
+        size = s;
+    } else if (flat_type(dt, &mem)) {
+        return -1;
+    } else {
+        size = mem.size;
+    }
+    uint64_t want = (uint64_t)size * (uint64_t)(count > 0 ? count : 0);
+    if (view_extents(&f->view, b, want, ext)) {
+        flat_free(&mem);
+        return -1;
+    }
+    int contiguous = named || flat_contiguous(&mem, count);
+    void *dest = named ? buf : (char *)buf + (mem.n ? mem.runs[0].off : 0);
+    void *scratch = NULL;
+    if (!contiguous && !(dest = scratch = malloc(want ? want : 1))) {
+        flat_free(&mem);
+        return -1;
+    }
+    uint64_t got = 0;
+    int rc = R.read(f->served, ext->v, ext->n, dest, &got, msg, sizeof msg);
+    if (rc == 0 && scratch) {
+        int pos = 0, whole = size ? (int)(got / (uint64_t)size) : 0;
+        if (want > INT_MAX ||
+            P(Unpack)(scratch, (int)want, &pos, buf, whole, dt, H.self) != MPI_SUCCESS) {
+            snprintf(msg, sizeof msg, "cannot unpack into the memory datatype");
+            rc = -1;
+        }
+    }
+    free(scratch);
+    flat_free(&mem);
+    if (rc != 0) {
+        mpiio_warn("%s: %s; reading the original", f->name, msg);
+        serve_close(f);
+        return -1;
+    }
+    *bytes = got;
+    f->served_calls++;
+    f->served_bytes += got;
+    return 0;
+}
+
+void stats_write(pfile_t *f)
+{
+    const char *dir = getenv("PATIO_MPIIO_STATS");
+    if (!dir || !*dir)
+        return;
+    if (f->served) {
+        PatioReorgStats s;
+        R.stats(f->served, &s);
+        f->physical_reads = s.physical_reads;
+    }
+    int rank = mpiio_world_rank();
+    char path[PATH_MAX + 64], text[PATH_MAX + 512], esc[2 * PATH_MAX];
+    size_t o = 0;
+    for (const char *c = f->path; *c && o + 7 < sizeof esc; c++) {
+        if (*c == '"' || *c == '\\')
+            esc[o++] = '\\';
+        if ((unsigned char)*c < 0x20) {
+            o += (size_t)snprintf(esc + o, sizeof esc - o, "\\u%04x", *c);
+            continue;
+        }
+        esc[o++] = *c;
+    }
+    esc[o] = 0;
+    static int seq;
+    int n = __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED);
+    snprintf(path, sizeof path, "%s/mpiio.%d.%d.%d.json", dir, rank, (int)getpid(), n);
+    int len = snprintf(text, sizeof text,
+                       "{\"file\": \"%s\", \"rank\": %d, \"served_calls\": %llu, "
+                       "\"served_bytes\": %llu, \"physical_reads\": %llu, \"passed_calls\": %llu}\n",
+                       esc, rank, (unsigned long long)f->served_calls,
+                       (unsigned long long)f->served_bytes, (unsigned long long)f->physical_reads,
+                       (unsigned long long)f->passed_calls);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, text, (size_t)len) != len)
+        mpiio_warn("cannot write %s: %s", path, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+}
