@@ -1,7 +1,12 @@
-//! `patio reorg plan|apply`: pattern-aware reorganization of a file from a trace of the
-//! programs that read it (patio-reorg). `plan` shows the recurring patterns, what
-//! becomes contiguous, the remap's size and the modelled gain; `apply` writes the
-//! reorganized copy as a container that serves the original logical file.
+//! `patio reorg plan|apply|register|status|unregister`: pattern-aware reorganization of
+//! a file from a trace of the programs that read it (patio-reorg). `plan` shows the
+//! recurring patterns, what becomes contiguous, the remap's size and the modelled gain;
+//! `apply` writes the reorganized copy as a container that serves the original logical
+//! file and registers it for the file; the registration commands are in
+//! `reorg_register`.
+
+#[path = "reorg_register.rs"]
+mod reorg_register;
 
 use crate::load::load_trace;
 use crate::report::{human_bytes, progress, sig3, write_stdout};
@@ -38,13 +43,16 @@ pub enum ReorgCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Write a reorganized copy of FILE as a new container (a temporary name, synced, renamed; FILE is never modified).
+    /// Write a reorganized copy of FILE as a new container (a temporary name, synced, renamed; FILE is never modified) and register it for FILE.
     ///
     /// The container's one data log holds FILE's bytes in the planned order; its
     /// index is the remap. Read it with `patio mount container`, `patio.Container`,
     /// `patio.mpi.open`; `patio container flatten` gives FILE back. Refuses an
     /// existing output and removes a partial one on any failure (no space, FILE
-    /// changed during the copy).
+    /// changed during the copy). Once in place, the container is registered for FILE
+    /// (`.FILE.patio-reorg` beside it, with the version of FILE that was copied), so
+    /// that the MPI-IO layer serves FILE's reads from it while FILE is unchanged;
+    /// `--no-register` skips that.
     Apply {
         /// The file to reorganize.
         file: PathBuf,
@@ -56,10 +64,44 @@ pub enum ReorgCommand {
         output: PathBuf,
         #[command(flatten)]
         opts: Opts,
+        /// Do not register the container for FILE.
+        #[arg(long)]
+        no_register: bool,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
+    /// Register an existing reorganized CONTAINER for FILE after checking it holds FILE's bytes.
+    ///
+    /// For a pair that was moved or copied, or a FILE seen through a mount (whose
+    /// device and inode differ from where the container was made). The container's
+    /// logical size must equal FILE's, and 4 KiB blocks — the first, the last and
+    /// --samples more spread over the file — read from FILE and through the
+    /// container must be equal; any difference refuses with one line. Records
+    /// FILE's version as it is now, in `.FILE.patio-reorg` beside FILE (the
+    /// container relative to FILE's directory when inside it, else absolute),
+    /// replacing an earlier registration.
+    #[command(
+        after_help = "Examples:\n  patio reorg register /mnt/run/data.bin /mnt/run/data.pc\n  patio reorg register data.bin data.pc --samples 1024 --json"
+    )]
+    Register(reorg_register::RegisterArgs),
+    /// Whether FILE's reads are served from its registered container, and why not.
+    ///
+    /// Served when FILE is still the version the container was built from (device,
+    /// inode, size, modification and change times) and the container opens whole
+    /// with FILE's size. Text: one line; exits non-zero when FILE has no
+    /// registration. --json: {"file", "registration", "container", "source_matches",
+    /// "served", "reason" (when not served), "patterns" (global patterns of the
+    /// container's index, the remap's size), "index_records", "index_bytes",
+    /// "registered_ns"}; with no registration "container" is null and the exit is 0.
+    /// A corrupt registration is an error naming it.
+    #[command(
+        after_help = "Examples:\n  patio reorg status data.bin\n  patio reorg status data.bin --json"
+    )]
+    Status(reorg_register::StatusArgs),
+    /// Remove FILE's registration (the container is left alone); nothing to do when there is none.
+    #[command(after_help = "Example:\n  patio reorg unregister data.bin && rm -r data.pc")]
+    Unregister(reorg_register::UnregisterArgs),
 }
 
 #[derive(clap::Args)]
@@ -278,6 +320,7 @@ fn make_plan(trace: &Path, file: &Path, opts: &Opts) -> Result<Plan> {
 #[derive(Serialize)]
 struct ApplyJson {
     output: String,
+    registration: Option<reorg_register::RegistrationJson>,
     bytes: u64,
     pieces: u64,
     index_bytes: u64,
@@ -305,6 +348,7 @@ pub fn run(cmd: ReorgCommand) -> Result<()> {
             trace,
             output,
             opts,
+            no_register,
             json,
         } => {
             if std::fs::symlink_metadata(&output).is_ok() {
@@ -319,9 +363,21 @@ pub fn run(cmd: ReorgCommand) -> Result<()> {
             let applied = apply(&p, &output, |done, _| bar.set_position(done))?;
             bar.finish_and_clear();
             let seconds = started.elapsed().as_secs_f64();
+            let registration = if no_register {
+                None
+            } else {
+                Some(
+                    patio_reorg::registry::register(&file, &output, &p.identity).with_context(
+                        || format!("wrote {} but could not register it", output.display()),
+                    )?,
+                )
+            };
             if json {
                 let j = ApplyJson {
                     output: output.display().to_string(),
+                    registration: registration
+                        .as_ref()
+                        .map(|r| reorg_register::registration_json(&file, r)),
                     bytes: applied.bytes,
                     pieces: applied.pieces,
                     index_bytes: applied.index_bytes,
@@ -338,8 +394,19 @@ pub fn run(cmd: ReorgCommand) -> Result<()> {
                     applied.pieces,
                     human_bytes(applied.index_bytes),
                     sig3(seconds)
-                ))
+                ))?;
+                if let Some(r) = &registration {
+                    write_stdout(&format!(
+                        "registered for {} ({})\n",
+                        file.display(),
+                        r.path.display()
+                    ))?;
+                }
+                Ok(())
             }
         }
+        ReorgCommand::Register(a) => reorg_register::register(a),
+        ReorgCommand::Status(a) => reorg_register::status(a),
+        ReorgCommand::Unregister(a) => reorg_register::unregister(a),
     }
 }

@@ -55,7 +55,7 @@ pub fn registration_path(source: &Path) -> Result<PathBuf> {
     let mut reg = b".".to_vec();
     reg.extend_from_slice(name.as_bytes());
     reg.extend_from_slice(SUFFIX.as_bytes());
-    Ok(directory_of(source).join(std::ffi::OsString::from_vec(reg)))
+    Ok(source.with_file_name(std::ffi::OsString::from_vec(reg)))
 }
 
 fn corrupt(path: &Path, reason: impl Into<String>) -> ReorgError {
@@ -132,7 +132,7 @@ fn decode(path: &Path, source: &Path, bytes: &[u8]) -> Result<Registration> {
         return Err(corrupt(path, "the container path's kind does not match it"));
     }
     let container = if relative {
-        directory_of(source).join(&stored)
+        source.with_file_name(&stored)
     } else {
         stored
     };

@@ -2,8 +2,9 @@
 //! pair was moved, or for a source seen through a mount (another device and inode),
 //! nothing but the bytes says the container is a reorganized copy of the source. The
 //! check here: the same logical size, and sampled 4 KiB blocks — the first, the last
-//! and `samples` more spread over the file by a fixed hash — read from the source and
-//! through the container are equal; the source must not change during the check.
+//! and one at a hashed place in each of `samples` equal parts of the file (every block
+//! when there are no more) — read from the source and through the container are
+//! equal; the source must not change during the check.
 
 use crate::error::{ReorgError, Result};
 use crate::registry::{register, Registration};
@@ -31,7 +32,18 @@ pub fn sample_blocks(size: u64, samples: u64) -> Vec<(u64, u64)> {
     }
     let blocks = size.div_ceil(BLOCK);
     let mut picked: Vec<u64> = vec![0, blocks - 1];
-    picked.extend((0..samples.min(blocks)).map(|i| splitmix(i) % blocks));
+    if samples >= blocks {
+        picked.extend(0..blocks);
+    } else {
+        // One block in each of `samples` equal strata, at a hashed place in it.
+        picked.extend((0..samples).map(|i| {
+            let (lo, hi) = (
+                (i as u128 * blocks as u128 / samples as u128) as u64,
+                ((i + 1) as u128 * blocks as u128 / samples as u128) as u64,
+            );
+            lo + splitmix(i) % (hi - lo).max(1)
+        }));
+    }
     picked.sort_unstable();
     picked.dedup();
     picked
@@ -111,7 +123,8 @@ mod tests {
         let s = sample_blocks(1_000_000, 64);
         assert_eq!(s[0], (0, BLOCK));
         assert_eq!(*s.last().unwrap(), (999_424, 576));
-        assert!(s.len() > 40 && s.len() <= 66, "{}", s.len());
+        assert!(s.len() >= 64 && s.len() <= 66, "{}", s.len());
+        assert_eq!(sample_blocks(40_000, 64).len(), 10);
         assert!(s.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0));
         assert_eq!(s, sample_blocks(1_000_000, 64));
     }
