@@ -3,8 +3,9 @@ container for the source (``.NAME.patio-reorg`` beside it), ``patio reorg status
 says whether the source is served from it and why not (a touched or rewritten source,
 a deleted container), ``patio reorg register`` accepts an existing container only when
 it holds the source's bytes, ``unregister`` removes the link, and a corrupt registration
-is a one-line error. Through the C ABI (``libpatio_reorg.so``, via ctypes) a registered
-source reads as its bytes — the reference model — and a stale one is bypassed.
+is a one-line error. Through the C ABI (``libpatio_reorg.so``, via ctypes and from the
+C program tests/c/reorg_capi.c) a registered source reads as its bytes — the reference
+model — and a stale one is bypassed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import ctypes
 import json
 import os
 import random
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -22,6 +24,7 @@ from patio._binary import patio_binary
 from test_mount_trace import one_line_error, patio
 from test_reorg import ior_like
 
+ROOT = Path(__file__).resolve().parents[1]
 STATUS_KEYS = {"file", "container", "source_matches", "patterns"}
 
 
@@ -235,3 +238,46 @@ def test_the_c_abi_serves_a_registered_source_as_its_bytes(tmp_path: Path) -> No
     plain = tmp_path / "plain"
     plain.write_bytes(b"x")
     assert lib.patio_reorg_open(str(plain).encode(), ctypes.byref(handle), msg, len(msg)) == 1
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_the_c_abi_from_a_c_program(tmp_path: Path) -> None:
+    """tests/c/reorg_capi.c compiled with ``-Wall -Wextra -Werror`` against the header
+    and the library: random extents equal ``pread`` of the source, four threads on
+    one handle, statistics, null arguments, truncated messages."""
+    lib = reorg_library()
+    if lib is None:
+        pytest.skip("libpatio_reorg.so is not built")
+    src, _, _ = applied(tmp_path)
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"plain")
+    exe = tmp_path / "reorg_capi"
+    libdir = Path(lib._name).parent
+    subprocess.run(
+        [
+            "cc",
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            f"-I{ROOT / 'crates' / 'patio-reorg' / 'include'}",
+            str(ROOT / "tests" / "c" / "reorg_capi.c"),
+            f"-L{libdir}",
+            "-lpatio_reorg",
+            "-lpthread",
+            "-o",
+            str(exe),
+        ],
+        check=True,
+    )
+    env = dict(os.environ, LD_LIBRARY_PATH=str(libdir))
+    r = subprocess.run(
+        [str(exe), str(src), str(plain)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
