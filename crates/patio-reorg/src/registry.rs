@@ -205,24 +205,46 @@ pub fn register(source: &Path, container: &Path, version: &FileVersion) -> Resul
     decode(&path, source, &bytes)
 }
 
-/// The registration for `source`, if any (looked up beside the path as given; one
-/// open when there is none).
-pub fn lookup(source: &Path) -> Result<Option<Registration>> {
-    let path = registration_path(source)?;
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(ReorgError::io(&path, e)),
+/// Where `source`'s registration is: beside the path as given, or, when there is none
+/// and the path is a symbolic link, beside the file it resolves to. `(registration,
+/// the path it is for, its bytes)`; one failed open when there is none (and no link).
+fn find(source: &Path) -> Result<Option<(PathBuf, PathBuf, Vec<u8>)>> {
+    let read = |src: &Path| -> Result<Option<(PathBuf, PathBuf, Vec<u8>)>> {
+        let path = registration_path(src)?;
+        match std::fs::read(&path) {
+            Ok(b) => Ok(Some((path, src.to_path_buf(), b))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(ReorgError::io(&path, e)),
+        }
     };
-    decode(&path, source, &bytes).map(Some)
+    if let Some(found) = read(source)? {
+        return Ok(Some(found));
+    }
+    let is_link = std::fs::symlink_metadata(source).is_ok_and(|m| m.file_type().is_symlink());
+    match std::fs::canonicalize(source) {
+        Ok(target) if is_link => read(&target),
+        _ => Ok(None),
+    }
 }
 
-/// Removes the registration for `source`; `false` when there was none.
+/// The registration for `source`, if any (beside the path as given, else beside the
+/// file a symbolic link `source` resolves to).
+pub fn lookup(source: &Path) -> Result<Option<Registration>> {
+    match find(source)? {
+        None => Ok(None),
+        Some((path, src, bytes)) => decode(&path, &src, &bytes).map(Some),
+    }
+}
+
+/// Removes the registration for `source` (found as [`lookup`] finds it); `false`
+/// when there was none.
 pub fn unregister(source: &Path) -> Result<bool> {
-    let path = registration_path(source)?;
+    let Some((path, src, _)) = find(source)? else {
+        return Ok(false);
+    };
     match std::fs::remove_file(&path) {
         Ok(()) => {
-            patio_container::layout::sync_dir(&directory_of(source))?;
+            patio_container::layout::sync_dir(&directory_of(&src))?;
             Ok(true)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),

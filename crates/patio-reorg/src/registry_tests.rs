@@ -204,3 +204,44 @@ proptest! {
         prop_assert_eq!(reg.container, want);
     }
 }
+
+#[test]
+fn a_symbolic_link_finds_the_registration_of_its_target() {
+    let t = tempfile::tempdir().unwrap();
+    let data = bytes(12_000, 6);
+    let sub = t.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let (source, reg) = reorganized(&sub, "t", &data, &sub.join("t.pc"), 500);
+    let link = t.path().join("link");
+    std::os::unix::fs::symlink(&source, &link).unwrap();
+    let found = lookup(&link).unwrap().unwrap();
+    assert_eq!(found.path, reg.path.canonicalize().unwrap());
+    assert_eq!(found.container, sub.canonicalize().unwrap().join("t.pc"));
+    assert!(served(&link));
+    assert!(unregister(&link).unwrap());
+    assert!(!reg.path.exists());
+    assert!(matches!(resolve(&link).unwrap(), Resolved::NotRegistered));
+}
+
+#[test]
+fn a_damaged_container_is_bypassed() {
+    let t = tempfile::tempdir().unwrap();
+    let c = t.path().join("g.pc");
+    let (source, _) = reorganized(t.path(), "g", &bytes(40_000, 8), &c, 1000);
+    let index = std::fs::read_dir(&c)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("index.")
+        })
+        .expect("an index log");
+    let mut raw = std::fs::read(&index).unwrap();
+    let last = raw.len() - 1;
+    raw[last] ^= 0xFF;
+    std::fs::write(&index, &raw).unwrap();
+    let why = bypass_reason(&source);
+    assert!(why.contains("g.pc"), "{why}");
+}
