@@ -220,10 +220,12 @@ fn find(source: &Path) -> Result<Option<(PathBuf, PathBuf, Vec<u8>)>> {
     if let Some(found) = read(source)? {
         return Ok(Some(found));
     }
-    let is_link = std::fs::symlink_metadata(source).is_ok_and(|m| m.file_type().is_symlink());
+    if !std::fs::symlink_metadata(source).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Ok(None);
+    }
     match std::fs::canonicalize(source) {
-        Ok(target) if is_link => read(&target),
-        _ => Ok(None),
+        Ok(target) => read(&target),
+        Err(_) => Ok(None),
     }
 }
 
