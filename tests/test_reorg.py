@@ -78,7 +78,9 @@ def test_plan_json_names_the_patterns_and_apply_serves_the_source(tmp_path: Path
                                "-o", str(out), "--json").stdout)  # fmt: skip
     assert applied["bytes"] == len(data) and applied["index_bytes"] < 200
     assert src.read_bytes() == data
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    # Nothing hidden is left beside OUT but the registration for the source.
+    hidden = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert hidden == [".data.bin.patio-reorg"]
     flat = tmp_path / "flat.bin"
     patio("container", "flatten", str(out), str(flat))
     assert flat.read_bytes() == data
