@@ -94,7 +94,7 @@ pub fn remove_leftovers(out: &Path) -> Result<u64> {
 }
 
 /// Whether process `pid` of this host exists (signal 0: no signal is sent).
-fn process_alive(pid: i32) -> bool {
+pub(crate) fn process_alive(pid: i32) -> bool {
     // SAFETY: kill with signal 0 only checks for the process.
     pid > 0
         && (unsafe { libc::kill(pid, 0) } == 0

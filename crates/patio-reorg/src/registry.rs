@@ -164,6 +164,29 @@ fn stored_path(dir: &Path, container: &Path) -> Result<(PathBuf, bool)> {
     }
 }
 
+/// Removes the temporary files killed registrations on this host left beside the
+/// registration `path` (`.NAME.patio-reorg.tmp-HOST.PID-NS`, their process gone).
+fn remove_leftovers(path: &Path) {
+    let mut prefix = path.file_name().expect("has a name").as_bytes().to_vec();
+    prefix.extend_from_slice(format!(".tmp-{}.", patio_container::layout::host_name()).as_bytes());
+    let Ok(entries) = std::fs::read_dir(directory_of(path)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.as_bytes().strip_prefix(prefix.as_slice()) else {
+            continue;
+        };
+        let pid = std::str::from_utf8(rest)
+            .ok()
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok());
+        if pid.is_some_and(|p| !crate::apply::process_alive(p)) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Registers `container` for `source`, recording `version` (what the container was
 /// built from or checked against). Replaces an earlier registration atomically
 /// (written under a temporary name, synced, renamed, the directory synced).
@@ -179,6 +202,7 @@ pub fn register(source: &Path, container: &Path, version: &FileVersion) -> Resul
     }
     let created_ns = now_ns();
     let bytes = encode(&stored, relative, version, created_ns);
+    remove_leftovers(&path);
     let tmp = {
         let mut name = path.file_name().expect("has a name").to_os_string();
         name.push(format!(

@@ -245,3 +245,21 @@ fn a_damaged_container_is_bypassed() {
     let why = bypass_reason(&source);
     assert!(why.contains("g.pc"), "{why}");
 }
+
+#[test]
+fn what_a_killed_registration_left_is_removed_by_the_next() {
+    let t = tempfile::tempdir().unwrap();
+    let host = patio_container::layout::host_name();
+    // A process id that does not exist (above the kernel's pid_max), and this process.
+    let dead = t
+        .path()
+        .join(format!(".k.patio-reorg.tmp-{host}.2147483646-1"));
+    let alive = t.path().join(format!(
+        ".k.patio-reorg.tmp-{host}.{}-1",
+        std::process::id()
+    ));
+    std::fs::write(&dead, b"half").unwrap();
+    std::fs::write(&alive, b"half").unwrap();
+    let (_, reg) = reorganized(t.path(), "k", &bytes(3000, 12), &t.path().join("k.pc"), 100);
+    assert!(!dead.exists() && alive.exists() && reg.path.exists());
+}
