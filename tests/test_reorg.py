@@ -385,6 +385,14 @@ def test_speedups_name_the_best_original_method_and_the_models_error() -> None:
     assert model["model_error"] == real["model_error"] == 4.0
 
 
+def test_the_program_served_by_the_mpiio_layer_has_its_own_speedups() -> None:
+    row = {"original_s": 40.0, "original_batched_s": 6.0, "collective_s": 8.0, "mpiio_s": 4.0}
+    ratios(row)
+    assert row["mpiio_speedup"] == 10.0 and row["mpiio_vs_collective"] == 2.0
+    assert row["best_original"] == "original_batched" and row["mpiio_vs_best"] == 1.5
+    assert "speedup" not in row  # no reorganized_s: the library read was not measured
+
+
 def test_bench_reorg_json_has_the_acceptance_keys_on_model_and_real_storage() -> None:
     pytest.importorskip("mpi4py")
     done = patio("bench", "reorg", "--case", "ior", "--store", "ssd", "--storage", "both",

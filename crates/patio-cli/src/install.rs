@@ -93,3 +93,37 @@ pub fn library_candidates(name: &str, checkout_subdir: &str) -> Vec<PathBuf> {
         .chain(checkout().map(|c| c.join(checkout_subdir).join(name)))
         .collect()
 }
+
+/// The shared library `name` to load into a user's program: the file `$override_var`
+/// names when set, else the first of [`library_candidates`]; an absolute, symlink-free
+/// path. The error says where it looked.
+pub fn find_library(
+    name: &str,
+    checkout_subdir: &str,
+    override_var: &str,
+) -> anyhow::Result<PathBuf> {
+    use anyhow::{bail, Context};
+    let absolute = |p: &Path| {
+        p.canonicalize()
+            .with_context(|| format!("cannot resolve {}", p.display()))
+    };
+    if let Some(p) = std::env::var_os(override_var) {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            bail!("{override_var}={} does not exist", p.display());
+        }
+        return absolute(&p);
+    }
+    let candidates = library_candidates(name, checkout_subdir);
+    match candidates.iter().find(|c| c.is_file()) {
+        Some(found) => absolute(found),
+        None => bail!(
+            "{name} was not found (looked at {}); reinstall patio, run scripts/setup.sh in a checkout, or set {override_var}",
+            candidates
+                .iter()
+                .map(|c| c.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}

@@ -4,6 +4,7 @@
 mod analyze;
 mod bench;
 mod cache_cmd;
+mod child;
 mod container;
 mod counters;
 mod generic;
@@ -16,6 +17,7 @@ mod reorg;
 mod replay;
 mod report;
 mod retired;
+mod run_cmd;
 mod shell_cmd;
 mod size_arg;
 mod store_args;
@@ -71,6 +73,8 @@ enum Command {
     Reorg(reorg::ReorgCommand),
     /// Replay a trace's reads against a data file through the prefetch engine (none, readahead, stride, markov, pattern, oracle).
     Replay(replay::Args),
+    /// Run an unmodified program with patio's MPI-IO layer: `run --mpiio -- mpirun -n N ./app` serves reads of reorganized files from their containers.
+    Run(run_cmd::Args),
     /// The striped storage model of this machine: `store probe [--dir D]` measures and saves it (`--store probed`).
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
@@ -102,6 +106,7 @@ fn main() -> ExitCode {
         Command::Query(args) => query::run(args),
         Command::Reorg(cmd) => reorg::run(cmd),
         Command::Replay(args) => replay::run(args),
+        Command::Run(args) => return exit_code(run_cmd::run(args)),
         Command::Store(cmd) => store_cmd::run(cmd),
         Command::Trace(args) => trace_cmd::run(args),
     };

@@ -14,6 +14,8 @@
 //! | [`striped`] | re-export of `patio-storage`'s striped storage model (targets, stripes, RPCs, seek classes; simulator; eq 3.1/4.1 counts) |
 //! | [`engine`] | worker threads, per-stream readers, adaptive depth, counters |
 //! | [`replay`] | trace-driven replay with compute gaps |
+//! | [`capi`] | the C ABI (`include/patio_prefetch.h`, `libpatio_prefetch.so`) |
+//! | [`process`] | the process's one engine for in-process front ends (Python, the C ABI) |
 //! | [`model`] | saved models and model files: which policy a model is for, the one-stream rule, crash-safe writing |
 //! | [`error`] | [`PrefetchError`], the crate's typed error |
 //! | [`workloads`] | synthetic read workloads of `patio bench prefetch` |
@@ -24,6 +26,7 @@
 
 pub mod backend;
 pub mod cache;
+pub mod capi;
 pub mod engine;
 pub mod error;
 pub mod lengths;
@@ -31,6 +34,7 @@ pub mod markov;
 pub mod model;
 pub mod pattern;
 pub mod policy;
+pub mod process;
 pub mod replay;
 pub mod window;
 pub mod workloads;

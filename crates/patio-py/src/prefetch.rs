@@ -23,75 +23,19 @@
 
 use crate::convert::os_error;
 use patio_prefetch::model::{read_stream_model, write_models};
+use patio_prefetch::process::{self, Lease};
 use patio_prefetch::PrefetchError;
-use patio_prefetch::{
-    DataFile, Engine, EngineConfig, PolicyKind, SlowStore, Stats, StoreConfig, StreamReader,
-};
+use patio_prefetch::{DataFile, PolicyKind, SlowStore, Stats, StoreConfig, StreamReader};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
-/// The process's engine, the process it was started in, and its budget.
-struct Global {
-    engine: Arc<Engine>,
-    pid: u32,
-    budget: u64,
-}
-
-static ENGINE: Mutex<Option<Global>> = Mutex::new(None);
-/// Streams open now (an engine with open streams is never replaced).
-static OPEN: AtomicUsize = AtomicUsize::new(0);
-
-const DEFAULT_CACHE_MIB: u64 = 64;
-
-fn global() -> MutexGuard<'static, Option<Global>> {
-    ENGINE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The engine, created (or replaced, see the module comment) as needed, for one more
-/// open stream (counted here, under the lock).
-fn engine(cache_mib: Option<u64>) -> PyResult<Arc<Engine>> {
-    let mut g = global();
-    let pid = std::process::id();
-    if let Some(old) = g.take_if(|g| g.pid != pid) {
-        // Inherited through fork: its workers are not running here, and joining
-        // them (dropping it) would wait forever.
-        std::mem::forget(old);
-        OPEN.store(0, Ordering::SeqCst);
-    }
-    let want = cache_mib.map(|m| m << 20);
-    match g.as_ref() {
-        Some(cur) if want.is_none_or(|b| b == cur.budget) => {
-            OPEN.fetch_add(1, Ordering::SeqCst);
-            return Ok(cur.engine.clone());
-        }
-        Some(cur) if OPEN.load(Ordering::SeqCst) > 0 => {
-            return Err(PyValueError::new_err(format!(
-                "cache_mib={}: the prefetch cache is shared by all open patio files and is \
-                 {} MiB while {} of them are open; close them first or leave cache_mib out",
-                want.unwrap_or(0) >> 20,
-                cur.budget >> 20,
-                OPEN.load(Ordering::SeqCst)
-            )))
-        }
-        _ => {}
-    }
-    let budget = want.unwrap_or(DEFAULT_CACHE_MIB << 20);
-    let engine = Arc::new(Engine::new(EngineConfig {
-        budget,
-        ..EngineConfig::default()
-    }));
-    // A replaced engine (no stream of it is open) stops its workers here.
-    *g = Some(Global {
-        engine: engine.clone(),
-        pid,
-        budget,
-    });
-    OPEN.fetch_add(1, Ordering::SeqCst);
-    Ok(engine)
+/// A lease on the process's engine (`patio_prefetch::process`), with `cache_mib`.
+fn engine(cache_mib: Option<u64>) -> PyResult<Lease> {
+    process::acquire(cache_mib.map(|m| m << 20))
+        .map_err(|e| PyValueError::new_err(format!("cache_mib={}: {e}", cache_mib.unwrap_or(0))))
 }
 
 /// Per-stream state behind a mutex (reads of one file object are serialised).
@@ -106,7 +50,7 @@ struct State {
 pub struct PyPrefetchStream {
     state: Mutex<State>,
     /// Keeps the engine (its workers) alive while the stream is open.
-    engine: Mutex<Option<Arc<Engine>>>,
+    engine: Mutex<Option<Lease>>,
     path: PathBuf,
     size: u64,
     policy: PolicyKind,
@@ -283,11 +227,10 @@ impl PyPrefetchStream {
         let Some(reader) = self.lock().reader.take() else {
             return Ok(());
         };
-        OPEN.fetch_sub(1, Ordering::SeqCst);
         if std::process::id() != self.pid {
-            // The engine's threads and locks belong to the parent.
+            // The engine's threads and locks belong to the parent (the lease knows).
             std::mem::forget(reader);
-            std::mem::forget(self.engine.lock().unwrap_or_else(|e| e.into_inner()).take());
+            self.engine.lock().unwrap_or_else(|e| e.into_inner()).take();
             return Ok(());
         }
         let model = self
@@ -308,10 +251,8 @@ impl Drop for PyPrefetchStream {
     fn drop(&mut self) {
         let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(reader) = state.reader.take() {
-            OPEN.fetch_sub(1, Ordering::SeqCst);
             if std::process::id() != self.pid {
                 std::mem::forget(reader);
-                std::mem::forget(self.engine.get_mut().ok().and_then(|e| e.take()));
             }
         }
     }
@@ -439,16 +380,16 @@ pub fn open_prefetch_stream(
     let data = py
         .allow_threads(|| DataFile::open(&path, store))
         .map_err(|e| os_error(&name, &e))?;
-    let engine = engine(cache_mib)?;
-    let file = engine.add_file(data);
+    let lease = engine(cache_mib)?;
+    let file = lease.engine().add_file(data);
     let (size, io_mode) = (file.file().size(), file.file().io_mode().to_string());
-    let reader = engine.stream(&file, policy);
+    let reader = lease.engine().stream(&file, policy);
     Ok(PyPrefetchStream {
         state: Mutex::new(State {
             reader: Some(reader),
             last: None,
         }),
-        engine: Mutex::new(Some(engine)),
+        engine: Mutex::new(Some(lease)),
         path,
         size,
         policy: kind,
@@ -462,13 +403,6 @@ pub fn open_prefetch_stream(
 /// like `PrefetchStream.stats`; an empty engine's when none was started.
 #[pyfunction]
 pub fn prefetch_stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-    let engine = global()
-        .as_ref()
-        .filter(|g| g.pid == std::process::id())
-        .map(|g| g.engine.clone());
-    let stats = match engine {
-        Some(e) => py.allow_threads(|| e.stats()),
-        None => Stats::default(),
-    };
+    let stats = py.allow_threads(process::stats);
     stats_dict(py, &stats)
 }

@@ -23,18 +23,25 @@ has every start shifted by ``--shift`` % of its request), in one run:
    ``original_batched`` (the rank's requests at once, with the reorganized read's data
    sieving), ``collective`` (file view + ``Read_at_all``), ``reorganized``
    (``patio.mpi`` + ``read_extents``) and ``reorganized_pieces`` (the container read
-   request by request). Seconds are barrier to barrier, opens included; every rank
+   request by request); ``mpiio`` is the unmodified collective program (file view +
+   ``Read_at_all``) run under ``patio run --mpiio`` with the container registered for
+   the file (``patio reorg register``, through the mount on the model), so the MPI-IO
+   layer serves its reads from the container, and ``mpiio_independent`` the
+   request-by-request program the same way; both fail unless the layer's statistics
+   show served calls. Seconds are barrier to barrier, opens included; every rank
    checks its bytes against the source.
 
 ``speedup`` is original over reorganized; ``speedup_vs_best`` the best (fastest) of the
-three original methods over reorganized; with ``--storage both`` each case has a model
+three original methods over reorganized; ``mpiio_speedup``, ``mpiio_vs_collective`` and
+``mpiio_vs_best`` the same for the program served through the MPI-IO layer; with ``--storage both`` each case has a model
 and a real row and both carry ``model_error`` = model ``speedup_vs_best`` / real
 ``speedup_vs_best``. ``--sweeps`` adds the robustness sweeps (requests X % smaller than
 planned; starts shifted by X % of the request) and the gain against the number of pieces
 per rank (IOR transfers per block), on the model. Output: a table, or ``--json``
 ``{"cases": [{"name", "store", "storage", "held_out", "ranks", "original_s",
 "original_batched_s", "collective_s", "reorganized_s", "speedup", "speedup_vs_best",
-"model_error", ...}], "sweeps": [...]}``.
+"mpiio_s", "mpiio_speedup", "mpiio_vs_collective", "model_error", ...}],
+"sweeps": [...]}``.
 """
 
 from __future__ import annotations
@@ -58,7 +65,10 @@ from patio._cli_args import deprecated_alias
 from patio.reorg.cases import CASES, Case, ior, plan_run, tile
 
 PROG = "patio bench reorg"
-MODES = ("original", "original_batched", "collective", "reorganized", "reorganized_pieces")
+MODES = ("original", "original_batched", "collective", "reorganized", "reorganized_pieces", "mpiio",
+         "mpiio_independent")  # fmt: skip
+#: Modes run through the MPI-IO layer, and the program (``patio.reorg.ranks`` mode) each runs.
+MPIIO_PROGRAMS = {"mpiio": "collective", "mpiio_independent": "original"}
 ORIGINAL_METHODS = ("original", "original_batched", "collective")
 WRITE_MODES = ("write_original", "write_collective", "write_container")
 STORES = ("hdd", "ssd")
@@ -141,6 +151,27 @@ def reorganize(data: Path, trace: Path, out: Path, store: str) -> dict[str, Any]
     return result
 
 
+def register(data: Path, container: Path) -> None:
+    """``patio reorg register``: the container serves ``data`` as this path sees it (a
+    mount shows the file with another device and inode)."""
+    done = subprocess.run(
+        [patio_binary(prog=PROG), "reorg", "register", str(data), str(container), "--samples", "16"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"{PROG}: error: {done.stderr.strip()}")
+
+
+def served(stats: Path) -> dict[str, int]:
+    """What the MPI-IO layer's ranks served, summed over their statistics files."""
+    total = {"served_calls": 0, "served_bytes": 0, "physical_reads": 0, "passed_calls": 0}
+    for f in stats.glob("*.json"):
+        one = json.loads(f.read_text())
+        for k in total:
+            total[k] += int(one.get(k, 0))
+    return total
+
+
 def run_mode(case: Case, mode: str, work: Path, store: str, targets: int,
              perturbation: tuple[str, float] | None = None, storage: str = "model") -> dict[str, Any]:  # fmt: skip
     """One measurement: a fresh mount (model) or a dropped page cache (real), one
@@ -158,18 +189,31 @@ def run_mode(case: Case, mode: str, work: Path, store: str, targets: int,
     out = work / "result.json"
     out.unlink(missing_ok=True)
     spec = {
-        "case": case.to_dict(), "mode": mode, "path": str(mnt / name),
+        "case": case.to_dict(), "mode": MPIIO_PROGRAMS.get(mode, mode), "path": str(mnt / name),
         "source": str(src / "data.bin"), "out": str(out), "perturb": perturbation,
     }  # fmt: skip
     spec_path = work / "spec.json"
     spec_path.write_text(json.dumps(spec))
     cmd = [*mpirun(case.ranks), sys.executable, "-m", "patio.reorg.ranks", str(spec_path)]
+    stats = work / "mpiio-stats"
+    through_layer = mode in MPIIO_PROGRAMS
+    if through_layer:
+        shutil.rmtree(stats, ignore_errors=True)
+        cmd = [patio_binary(prog=PROG), "run", "--mpiio", "--stats", str(stats), "--", *cmd]
+
+    def launch() -> subprocess.CompletedProcess[str]:
+        if through_layer:
+            register(mnt / "data.bin", mnt / "data.pc")
+        return subprocess.run(cmd, capture_output=True, text=True, env=_mpirun.environment(),
+                              check=False, timeout=3600)  # fmt: skip
+
     resident = None
     if storage == "model":
         with StoreMount(src, mnt, store, targets):
-            done = subprocess.run(cmd, capture_output=True, text=True, env=_mpirun.environment(),
-                                  check=False, timeout=3600)  # fmt: skip
+            done = launch()
     else:
+        if through_layer:
+            register(src / "data.bin", src / "data.pc")
         resident = _coldcache.drop(p for p in src.rglob("*") if p.is_file())
         done = subprocess.run(cmd, capture_output=True, text=True, env=_mpirun.environment(),
                               check=False, timeout=3600)  # fmt: skip
@@ -179,25 +223,37 @@ def run_mode(case: Case, mode: str, work: Path, store: str, targets: int,
     result: dict[str, Any] = json.loads(out.read_text())
     if not result["ok"]:
         raise SystemExit(f"{PROG}: error: {mode} read wrong bytes")
+    if through_layer:
+        got = served(stats)
+        if got["served_calls"] == 0:
+            warning = next((ln for ln in done.stderr.splitlines() if "MPI-IO" in ln), "no statistics")
+            raise SystemExit(f"{PROG}: error: {mode}: the MPI-IO layer served nothing ({warning})")
+        result["physical_reads"] = got["physical_reads"]
     result["resident"] = resident
     return result
 
 
 def ratios(row: dict[str, Any]) -> None:
-    """The row's speedups from its seconds: ``speedup`` (original), ``speedup_vs_collective``,
-    ``speedup_vs_best`` (the fastest original method, named in ``best_original``)."""
-    reorg = row.get("reorganized_s")
-    if not reorg:
-        return
-    if "original_s" in row:
-        row["speedup"] = row["original_s"] / reorg
-    if "collective_s" in row:
-        row["speedup_vs_collective"] = row["collective_s"] / reorg
+    """The row's speedups from its seconds: for the reorganized read (``reorganized_s``)
+    ``speedup`` (over original), ``speedup_vs_collective``, ``speedup_vs_best`` (over the
+    fastest original method, named in ``best_original``); the same for the program served
+    by the MPI-IO layer (``mpiio_s``): ``mpiio_speedup``, ``mpiio_vs_collective``,
+    ``mpiio_vs_best``."""
     present = [m for m in ORIGINAL_METHODS if f"{m}_s" in row]
-    if present:
-        best = min(present, key=lambda m: row[f"{m}_s"])
+    best = min(present, key=lambda m: row[f"{m}_s"]) if present else None
+    if best:
         row["best_original"] = best
-        row["speedup_vs_best"] = row[f"{best}_s"] / reorg
+    for seconds, prefix in (("reorganized_s", "speedup"), ("mpiio_s", "mpiio")):
+        t = row.get(seconds)
+        if not t:
+            continue
+        over_original = "speedup" if prefix == "speedup" else "mpiio_speedup"
+        if "original_s" in row:
+            row[over_original] = row["original_s"] / t
+        if "collective_s" in row:
+            row[f"{prefix}_vs_collective"] = row["collective_s"] / t
+        if best:
+            row[f"{prefix}_vs_best"] = row[f"{best}_s"] / t
 
 
 def model_errors(rows: list[dict[str, Any]]) -> None:
@@ -345,8 +401,10 @@ def table(rows: list[dict[str, Any]]) -> str:
         ("pieces", "pieces_per_rank", ">6"), ("original", "original_s", ">9.3f"),
         ("batched", "original_batched_s", ">8.3f"),
         ("collective", "collective_s", ">10.3f"), ("reorg", "reorganized_s", ">8.3f"),
-        ("reorg/req", "reorganized_pieces_s", ">9.3f"), ("speedup", "speedup", ">7.2f"),
+        ("reorg/req", "reorganized_pieces_s", ">9.3f"), ("mpiio", "mpiio_s", ">8.3f"),
+        ("mpiio/req", "mpiio_independent_s", ">9.3f"), ("speedup", "speedup", ">7.2f"),
         ("vs coll", "speedup_vs_collective", ">7.2f"), ("vs best", "speedup_vs_best", ">7.2f"),
+        ("mpiio vs coll", "mpiio_vs_collective", ">13.2f"),
         ("model err", "model_error", ">9.2f"), ("w-orig", "write_original_s", ">8.3f"),
         ("w-coll", "write_collective_s", ">8.3f"), ("w-cont", "write_container_s", ">8.3f"),
         ("remap B", "remap_bytes", ">8"), ("table B", "table_bytes", ">9"),
