@@ -36,7 +36,7 @@ EXPORT int MPI_File_open(MPI_Comm comm, const char *name, int amode, MPI_Info in
         view_default(&f->view);
         f->view_ok = 1;
         serve_open(f, amode);
-        if (!(f->trace || f->served || f->stats) || files_add(f) != 0) {
+        if (!(f->trace || f->serving || f->stats) || files_add(f) != 0) {
             serve_close(f);
             free(f);
         }
@@ -88,7 +88,7 @@ EXPORT int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype,
     mpiio_depth++;
     f->view_ok = view_set(&f->view, disp, etype, filetype) == 0;
     f->pos = 0;
-    if (f->served) {
+    if (f->serving) {
         /* collective: every rank keeps serving, or none does (native data
          * representation only: another one converts bytes) */
         int mine = f->view_ok && datarep && strcmp(datarep, "native") == 0, all = mine;
@@ -97,6 +97,7 @@ EXPORT int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype,
                 mpiio_warn("%s: a file view the layer cannot flatten; reading the original",
                            f->name);
             serve_close(f);
+            f->serving = 0; /* the real pointer is 0 after set_view, as ours was */
         }
     }
     mpiio_depth--;
@@ -112,7 +113,7 @@ EXPORT int MPI_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype,
 EXPORT int MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence)
 {
     pfile_t *f = WATCHING() && !mpiio_depth ? files_find(fh) : NULL;
-    if (!f || !f->served)
+    if (!f || !f->serving)
         return P(File_seek)(fh, offset, whence);
     MPI_Offset at;
     if (whence == MPI_SEEK_SET) {
@@ -138,7 +139,7 @@ EXPORT int MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence)
 EXPORT int MPI_File_get_position(MPI_File fh, MPI_Offset *offset)
 {
     pfile_t *f = WATCHING() && !mpiio_depth ? files_find(fh) : NULL;
-    if (!f || !f->served)
+    if (!f || !f->serving)
         return P(File_get_position)(fh, offset);
     *offset = f->pos;
     return MPI_SUCCESS;

@@ -12,9 +12,10 @@
  *  - Nonblocking reads of a served file are served at the call and return a completed
  *    generalized request; split collectives are served at begin, their status is
  *    given at end.
- *  - A served read that fails (the container damaged under the program) warns once,
- *    stops serving the file and reads the original with the independent explicit-offset
- *    call (never a collective one: the other ranks may still be served).
+ *  - A served read that fails (the container damaged under the program) warns once and
+ *    closes the container; that rank's later reads of the file read the original with
+ *    the independent explicit-offset call at the layer's pointer (never a collective
+ *    one: the other ranks may still be served).
  *  - Records of blocking calls carry the bytes moved; of nonblocking and split calls
  *    (passed through), the bytes requested, timed at the call.
  *  - Shared-pointer positions are read just before the call (another rank may move the
@@ -102,8 +103,6 @@ static int served(pfile_t *f, int base, MPI_Offset off, void *buf, int count, MP
     uint64_t got = 0, t0 = mpiio_now_ns();
     if (serve_read(f, (uint64_t)at * (uint64_t)es, buf, count, dt, &got, &e)) {
         extents_free(&e);
-        if (mode == INDIV) /* the real pointer takes over where ours stood */
-            P(File_seek)(f->fh, f->pos, MPI_SEEK_SET);
         return -1;
     }
     trace_extents(f, 0, base, &e, got, t0, mpiio_now_ns());
@@ -123,34 +122,42 @@ static int served(pfile_t *f, int base, MPI_Offset off, void *buf, int count, MP
     return 0;
 }
 
-/* The original read after a served read failed: independent, explicit offset. */
+/* A read of a file whose serving stopped (its container failed under the program):
+ * the original, with the independent explicit-offset call at the layer's own file
+ * pointer, whatever the call was, so that no rank enters a collective the others
+ * (still served) do not. */
 static int fallback(pfile_t *f, int base, MPI_Offset off, void *buf, int count, MPI_Datatype dt,
                     MPI_Status *st, MPI_Request *req)
 {
     int mode = mode_of(base);
-    MPI_Offset at = off;
-    if (mode == INDIV)
-        P(File_get_position)(f->fh, &at);
-    if (is_nonblocking(base)) {
-        int rc = real_call(C_READ_AT, f->fh, at, buf, count, dt, MPI_STATUS_IGNORE, NULL);
-        if (rc == MPI_SUCCESS && mode == INDIV)
-            P(File_seek)(f->fh, at + (MPI_Offset)(requested(dt, count) / (uint64_t)f->view.etype_size), MPI_SEEK_SET);
-        return rc == MPI_SUCCESS ? completed_request(requested(dt, count), req) : rc;
-    }
+    MPI_Offset at = mode == AT ? off : f->pos;
     MPI_Status local;
+    uint64_t t0 = mpiio_now_ns();
     int rc = real_call(C_READ_AT, f->fh, at, buf, count, dt, &local, NULL);
+    uint64_t t1 = mpiio_now_ns();
     MPI_Count got = 0;
-    if (P(Get_elements_x)(&local, H.byte, &got) != MPI_SUCCESS || got == MPI_UNDEFINED)
-        got = (MPI_Count)requested(dt, count);
-    if (rc == MPI_SUCCESS && mode == INDIV)
-        P(File_seek)(f->fh, at + got / f->view.etype_size, MPI_SEEK_SET);
+    if (rc != MPI_SUCCESS || P(Get_elements_x)(&local, H.byte, &got) != MPI_SUCCESS ||
+        got == MPI_UNDEFINED)
+        got = 0;
+    f->passed_calls++;
+    extents_t e;
+    memset(&e, 0, sizeof e);
+    if (view_extents(&f->view, (uint64_t)at * (uint64_t)f->view.etype_size, (uint64_t)got, &e) == 0)
+        trace_extents(f, 0, base, &e, (uint64_t)got, t0, t1);
+    extents_free(&e);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (mode == INDIV)
+        f->pos += got / f->view.etype_size;
+    if (is_nonblocking(base))
+        return completed_request((uint64_t)got, req);
     if (is_begin(base)) {
         f->split_bytes = (uint64_t)got;
         f->split_served = 1;
     } else if (st != MPI_STATUS_IGNORE) {
         *st = local;
     }
-    return rc;
+    return MPI_SUCCESS;
 }
 
 /* View data byte where a passed-through call starts. */
@@ -184,8 +191,8 @@ int mpiio_io(int call, MPI_File fh, MPI_Offset off, const void *buf, int count, 
     mpiio_depth++;
     int write = call >= C_WRITE_AT, base = write ? call - 20 : call, rc = MPI_SUCCESS;
     int mode = mode_of(base);
-    if (!write && f->served && f->view_ok && (mode == AT || mode == INDIV)) {
-        if (served(f, base, off, (void *)buf, count, dt, st, req, &rc) != 0)
+    if (!write && f->serving && (mode == AT || mode == INDIV)) {
+        if (!f->served || served(f, base, off, (void *)buf, count, dt, st, req, &rc) != 0)
             rc = fallback(f, base, off, (void *)buf, count, dt, st, req);
         mpiio_depth--;
         return rc;

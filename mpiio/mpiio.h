@@ -118,10 +118,11 @@ typedef struct pfile {
     char path[PATH_MAX];        /* absolute, symbolic links resolved (for records) */
     int trace;                  /* MPIIO records go to libpatio_trace.so */
     int stats;                  /* PATIO_MPIIO_STATS is set */
-    PatioReorgFile *served;     /* non-NULL while reads are served */
+    int serving;                /* the ranks agreed to serve: reads go through the layer */
+    PatioReorgFile *served;     /* the container; NULL once a read of it failed */
     int view_ok;                /* the current view is flattened */
     view_t view;
-    MPI_Offset pos;             /* individual file pointer (etypes), while served */
+    MPI_Offset pos;             /* individual file pointer (etypes), while serving */
     uint64_t split_bytes;       /* bytes of the split collective begun, while served */
     int split_served;
     int warned;

@@ -102,6 +102,7 @@ void serve_open(pfile_t *f, int amode)
         all = 0;
     if (all) {
         f->served = h;
+        f->serving = 1;
     } else if (h) {
         R.close(h);
     }

@@ -1,0 +1,485 @@
+"""Tests for ``libpatio_mpiio.so`` (``mpiio/``), patio's MPI-IO layer: unmodified MPI
+programs (the IOR-like and mpi-tile-io-like readers of ``mpiio/examples``, PnetCDF's
+``ncmpidump``) run under ``mpirun`` with the layer preloaded.
+
+Reference models: the source file's bytes (what each rank must have read, through file
+views, memory datatypes, individual pointers and short reads at the end of the file),
+and the byte extents a file view gives (what each rank's MPIIO records must say).
+
+What is checked: with nothing registered the programs' output is unchanged; traced, the
+merged trace's MPIIO records equal the views' extents; a file reorganized from that
+trace is served (statistics say so) with the same bytes; a stale source or a missing or
+damaged container is read from the original with one warning per file per rank; a
+process that is not an MPI program runs untouched with the layer loaded."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from patio import _mpirun
+from test_mount_trace import patio
+
+ROOT = Path(__file__).resolve().parents[1]
+MPIIO = ROOT / "mpiio"
+RANKS = 4
+# ior_reader geometry: SEGMENTS segments of RANKS blocks of BLOCK bytes, read in TRANSFERs
+BLOCK, TRANSFER, SEGMENTS = 16384, 2048, 3
+# tile_reader geometry: TILES_X × TILES_Y tiles of TILE_H rows × TILE_W elements of ELEM bytes
+TILES_X, TILES_Y, TILE_W, TILE_H, ELEM = 2, 2, 24, 16, 8
+IOR_MODES = ["at", "at_all", "iread_at", "seek", "split", "nb", "view"]
+TILE_MODES = ["all", "indep", "rows"]
+
+
+# ---- the programs and how they run ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def layer() -> Path:
+    """The layer and the example programs, built by ``make -C mpiio`` (a no-op when
+    they are up to date)."""
+    if shutil.which("mpicc") is None or _mpirun.command(RANKS) is None:
+        pytest.skip("OpenMPI (mpicc, mpirun) is missing: run scripts/setup.sh")
+    done = subprocess.run(["make", "-s", "-C", str(MPIIO)], capture_output=True, text=True,
+                          timeout=600, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return MPIIO / "libpatio_mpiio.so"
+
+
+def reorg_library(layer: Path) -> Path:
+    """libpatio_reorg.so: ``$PATIO_REORG_LIB``, beside the layer, or in the
+    installation's ``lib/patio``."""
+    candidates = [
+        Path(os.environ.get("PATIO_REORG_LIB", "/nonexistent")),
+        layer.with_name("libpatio_reorg.so"),
+        Path(sys.prefix) / "lib" / "patio" / "libpatio_reorg.so",
+    ]
+    for c in candidates:
+        if c.is_file():
+            return c
+    pytest.skip("libpatio_reorg.so is not built (cargo build --release -p patio-reorg; "
+                "set PATIO_REORG_LIB)")  # fmt: skip
+
+
+def mpirun(
+    program: str,
+    args: list[str],
+    preload: list[Path] | None = None,
+    env: dict[str, str] | None = None,
+    ranks: int = RANKS,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """``mpirun -n RANKS PROGRAM ARGS`` with ``LD_PRELOAD`` (for mpirun itself and every
+    rank) and ``env`` exported to the ranks."""
+    cmd = _mpirun.command(ranks)
+    assert cmd is not None
+    full = _mpirun.environment()
+    full.pop("LD_PRELOAD", None)
+    extra = dict(env or {})
+    if preload:
+        extra["LD_PRELOAD"] = " ".join(str(p) for p in preload)
+    full.update(extra)
+    for name in extra:
+        cmd += ["-x", name]
+    exe = str(MPIIO / "examples" / program) if "/" not in program else program
+    done = subprocess.run([*cmd, exe, *args], capture_output=True, text=True, env=full,
+                          timeout=300, check=False)  # fmt: skip
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def warnings_of(done: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in done.stderr.splitlines() if line.startswith("patio: MPI-IO:")]
+
+
+# ---- reference models -------------------------------------------------------------
+
+
+def make_ior(dir: Path) -> tuple[Path, bytes]:
+    data = os.urandom(SEGMENTS * RANKS * BLOCK)
+    src = dir / "ior.bin"
+    src.write_bytes(data)
+    return src, data
+
+
+def make_tiles(dir: Path) -> tuple[Path, bytes]:
+    data = os.urandom(TILES_X * TILES_Y * TILE_W * TILE_H * ELEM)
+    src = dir / "tiles.bin"
+    src.write_bytes(data)
+    return src, data
+
+
+def ior_args(src: Path, mode: str, dump: Path) -> list[str]:
+    return [str(src), "--block", str(BLOCK), "--transfer", str(TRANSFER), "--segments",
+            str(SEGMENTS), "--mode", mode, "--dump", str(dump)]  # fmt: skip
+
+
+def tile_args(src: Path, mode: str, dump: Path, geometry: tuple[int, ...] | None = None) -> list[str]:
+    tx, ty, tw, th, elem = geometry or (TILES_X, TILES_Y, TILE_W, TILE_H, ELEM)
+    return [str(src), "--tiles-x", str(tx), "--tiles-y", str(ty), "--tile-w", str(tw),
+            "--tile-h", str(th), "--elem", str(elem), "--mode", mode, "--dump", str(dump)]  # fmt: skip
+
+
+def ior_extents(rank: int) -> list[tuple[int, int]]:
+    """Rank ``rank``'s blocks: (offset, length)."""
+    return [((s * RANKS + rank) * BLOCK, BLOCK) for s in range(SEGMENTS)]
+
+
+def ior_model(data: bytes, rank: int, mode: str) -> bytes:
+    """The bytes ``ior_reader --mode MODE`` dumps for ``rank``."""
+    blocks = [data[o : o + n] for o, n in ior_extents(rank)]
+    if mode == "seek":  # and a short read of the last TRANSFER/2 bytes
+        return b"".join(blocks) + data[-(TRANSFER // 2) :]
+    if mode != "view":
+        return b"".join(blocks)
+    whole = b"".join(blocks)
+    pieces = [whole[i : i + TRANSFER] for i in range(0, len(whole), TRANSFER)]
+    swapped = b"".join(pieces[i + 1] + pieces[i] for i in range(0, len(pieces), 2))
+    return swapped + b"".join(reversed(pieces))
+
+
+def tile_rows(rank: int, geometry: tuple[int, ...], ranks: int = RANKS) -> list[tuple[int, int]]:
+    """The file extents of the tiles ``rank`` reads (one per tile row), in order."""
+    tx, ty, tw, th, elem = geometry
+    out = []
+    for t in range(rank, tx * ty, ranks):
+        row0, col0 = (t // tx) * th, (t % tx) * tw
+        out += [(((row0 + i) * tx * tw + col0) * elem, tw * elem) for i in range(th)]
+    return out
+
+
+def tile_model(data: bytes, rank: int, geometry: tuple[int, ...]) -> bytes:
+    return b"".join(data[o : o + n] for o, n in tile_rows(rank, geometry))
+
+
+def dumps(dir: Path, ranks: int = RANKS) -> list[bytes]:
+    return [(dir / f"rank{r}.bin").read_bytes() for r in range(ranks)]
+
+
+def stats(dir: Path) -> list[dict[str, object]]:
+    return [json.loads(p.read_text()) for p in sorted(dir.glob("mpiio.*.json"))]
+
+
+# ---- (a) nothing registered: pass-through ----------------------------------------------
+
+
+@pytest.mark.parametrize("program,mode", [("ior_reader", m) for m in IOR_MODES]
+                         + [("tile_reader", m) for m in TILE_MODES])  # fmt: skip
+def test_unregistered_files_pass_through_unchanged(
+    tmp_path: Path, layer: Path, program: str, mode: str
+) -> None:
+    if program == "ior_reader":
+        src, data = make_ior(tmp_path)
+        args = lambda d: ior_args(src, mode, d)
+        model = [ior_model(data, r, mode) for r in range(RANKS)]
+    else:
+        src, data = make_tiles(tmp_path)
+        args = lambda d: tile_args(src, mode, d)
+        geometry = (TILES_X, TILES_Y, TILE_W, TILE_H, ELEM)
+        model = [tile_model(data, r, geometry) for r in range(RANKS)]
+    plain, layered, counted = (tmp_path / n for n in ("plain", "layered", "counted"))
+    for d in (plain, layered, counted):
+        d.mkdir()
+    without = mpirun(program, args(plain))
+    with_layer = mpirun(program, args(layered), [layer],
+                        {"PATIO_REORG_LIB": str(tmp_path / "absent.so")})  # fmt: skip
+    assert with_layer.stdout == without.stdout and without.stdout.count("\n") == RANKS
+    assert dumps(plain) == model and dumps(layered) == model
+    # the missing libpatio_reorg.so: one warning per rank, nothing else
+    assert len(warnings_of(with_layer)) == RANKS
+    assert all("absent.so" in w for w in warnings_of(with_layer))
+    # counted (PATIO_MPIIO_STATS): every call passed through, none served
+    reorg = {"PATIO_REORG_LIB": str(layer.with_name("absent.so")),
+             "PATIO_MPIIO_STATS": str(counted)}  # fmt: skip
+    mpirun(program, args(counted), [layer], reorg)
+    records = stats(counted)
+    assert sorted(r["rank"] for r in records) == list(range(RANKS))
+    assert all(r["served_calls"] == 0 and r["passed_calls"] > 0 for r in records)
+    assert {r["file"] for r in records} == {str(src.resolve())}
+
+
+def test_the_library_does_not_depend_on_mpi(layer: Path) -> None:
+    needed = subprocess.run(["readelf", "-d", str(layer)], capture_output=True, text=True,
+                            check=True).stdout  # fmt: skip
+    assert "NEEDED" in needed and "libmpi" not in needed
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(layer)],
+                               capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert not [s for s in undefined.split() if s.startswith(("MPI_", "PMPI_", "ompi_"))]
+
+
+# ---- (e) processes that are not MPI programs ------------------------------------------
+
+
+def test_processes_without_mpi_run_untouched(tmp_path: Path, layer: Path) -> None:
+    env = dict(os.environ, LD_PRELOAD=str(layer), PATIO_MPIIO_STATS=str(tmp_path))
+    for cmd in (["/bin/true"], [sys.executable, "-c", "print(6 * 7)"], ["sh", "-c", "echo ok"]):
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60,
+                              check=False)  # fmt: skip
+        assert done.returncode == 0 and done.stderr == "", (cmd, done.stderr)
+    assert subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True,
+                          text=True, env=env, check=True).stdout == "42\n"  # fmt: skip
+    # mpirun itself with the layer preloaded, starting programs that are not MPI programs
+    done = mpirun("/bin/echo", ["hello"], [layer], ranks=2)
+    assert done.stdout.split() == ["hello", "hello"] and warnings_of(done) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- (b) tracing -------------------------------------------------------------------
+
+
+def traced(tmp_path: Path, layer: Path, program: str, args: list[str]) -> list[dict[str, str]]:
+    """The merged trace's MPIIO rows of ``patio trace -- mpirun … PROGRAM ARGS``."""
+    out = tmp_path / "captures"
+    cmd = _mpirun.command(RANKS)
+    assert cmd is not None
+    env = _mpirun.environment()
+    env["PATIO_REORG_LIB"] = str(layer.with_name("absent.so"))
+    done = subprocess.run(
+        [patio_bin(), "trace", "--out", str(out), "--", *cmd, "-x", "PATIO_REORG_LIB",
+         str(MPIIO / "examples" / program), *args],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    merged = tmp_path / "run.csv"
+    patio("trace", "merge", str(out), "-o", str(merged))
+    with merged.open() as f:
+        return [row for row in csv.DictReader(f) if row["module"] == "MPIIO"]
+
+
+def patio_bin() -> str:
+    from patio._binary import patio_binary
+
+    return patio_binary()
+
+
+def extents_by_rank(rows: list[dict[str, str]], path: Path) -> dict[int, list[tuple[int, int]]]:
+    out: dict[int, list[tuple[int, int]]] = {}
+    for row in rows:
+        assert row["file"] == str(path.resolve()) and row["op"] in ("read", "R", "0"), row
+        out.setdefault(int(row["rank"]), []).append((int(row["offset"]), int(row["length"])))
+    return {r: sorted(v) for r, v in out.items()}
+
+
+@pytest.mark.parametrize("mode", IOR_MODES)
+def test_ior_reads_are_recorded_as_the_views_extents(tmp_path: Path, layer: Path, mode: str) -> None:
+    src, _ = make_ior(tmp_path)
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    got = extents_by_rank(traced(tmp_path, layer, "ior_reader", ior_args(src, mode, dump)), src)
+    size = SEGMENTS * RANKS * BLOCK
+    for rank in range(RANKS):
+        transfers = [(o + i, TRANSFER) for o, n in ior_extents(rank) for i in range(0, n, TRANSFER)]
+        if mode == "view":  # read_all, then iread_at_all, of the same view
+            want = ior_extents(rank) * 2
+        elif mode == "seek":  # each block's first transfer re-read; a short read at the end
+            again = [(o, TRANSFER) for o, _ in ior_extents(rank)]
+            want = transfers + again + [(size - TRANSFER // 2, TRANSFER // 2)]
+        else:
+            want = transfers
+        assert got[rank] == sorted(want), (rank, mode)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    tx=st.integers(1, 3), ty=st.integers(1, 3), tw=st.integers(1, 40), th=st.integers(1, 12),
+    elem=st.sampled_from([1, 4, 8, 12]), mode=st.sampled_from(TILE_MODES),
+)  # fmt: skip
+def test_tile_reads_are_recorded_as_the_subarray_views_extents(
+    tmp_path_factory: pytest.TempPathFactory, layer: Path, tx: int, ty: int, tw: int, th: int,
+    elem: int, mode: str,
+) -> None:  # fmt: skip
+    tmp = tmp_path_factory.mktemp("tiles")
+    geometry = (tx, ty, tw, th, elem)
+    src = tmp / "tiles.bin"
+    data = os.urandom(tx * ty * tw * th * elem)
+    src.write_bytes(data)
+    dump = tmp / "dump"
+    dump.mkdir()
+    got = extents_by_rank(traced(tmp, layer, "tile_reader", tile_args(src, mode, dump, geometry)), src)
+    for rank in range(RANKS):
+        rows = tile_rows(rank, geometry)
+        if mode != "rows":  # one call per tile: adjacent rows of a call are one extent
+            rows = merge_adjacent_per_tile(rows, th)
+        assert got.get(rank, []) == sorted(rows), (rank, geometry, mode)
+        assert (dump / f"rank{rank}.bin").read_bytes() == tile_model(data, rank, geometry)
+
+
+def merge_adjacent_per_tile(rows: list[tuple[int, int]], th: int) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for t in range(0, len(rows), th):
+        tile: list[tuple[int, int]] = []
+        for o, n in rows[t : t + th]:
+            if tile and tile[-1][0] + tile[-1][1] == o:
+                tile[-1] = (tile[-1][0], tile[-1][1] + n)
+            else:
+                tile.append((o, n))
+        out += tile
+    return out
+
+
+# ---- (c) registered files are served; (d) stale, missing, damaged containers ------------
+
+
+def apply(src: Path, trace: Path, out: Path) -> None:
+    """``patio reorg apply``: the container, registered for ``src``."""
+    patio("reorg", "apply", str(src), "--trace", str(trace), "-o", str(out))
+
+
+def served_run(
+    layer: Path, program: str, args: list[str], counted: Path
+) -> subprocess.CompletedProcess[str]:
+    counted.mkdir()
+    env = {"PATIO_REORG_LIB": str(reorg_library(layer)), "PATIO_MPIIO_STATS": str(counted)}
+    return mpirun(program, args, [layer], env)
+
+
+def trace_and_apply(tmp_path: Path, layer: Path, program: str) -> tuple[Path, bytes, Path]:
+    """The source, its bytes and its registered container, reorganized from a traced run
+    of ``program`` (collective reads through file views)."""
+    reorg_library(layer)
+    make = make_ior if program == "ior_reader" else make_tiles
+    src, data = make(tmp_path)
+    dump = tmp_path / "traced"
+    dump.mkdir()
+    args = ior_args(src, "at_all", dump) if program == "ior_reader" else tile_args(src, "all", dump)
+    rows = traced(tmp_path, layer, program, args)
+    assert rows, "no MPIIO records"
+    out = tmp_path / f"{src.name}.pc"
+    apply(src, tmp_path / "run.csv", out)
+    return src, data, out
+
+
+@pytest.mark.parametrize("program", ["ior_reader", "tile_reader"])
+def test_registered_files_are_served_with_the_same_bytes(
+    tmp_path: Path, layer: Path, program: str
+) -> None:
+    src, data, _ = trace_and_apply(tmp_path, layer, program)
+    geometry = (TILES_X, TILES_Y, TILE_W, TILE_H, ELEM)
+    for mode in IOR_MODES if program == "ior_reader" else TILE_MODES:
+        dump, counted = tmp_path / f"d-{mode}", tmp_path / f"s-{mode}"
+        dump.mkdir()
+        args = ior_args(src, mode, dump) if program == "ior_reader" else tile_args(src, mode, dump)
+        done = served_run(layer, program, args, counted)
+        assert warnings_of(done) == [], done.stderr
+        for rank, got in enumerate(dumps(dump)):
+            want = ior_model(data, rank, mode) if program == "ior_reader" else tile_model(data, rank, geometry)
+            assert got == want, (mode, rank)
+        records = stats(counted)
+        assert len(records) == RANKS
+        for r in records:
+            assert r["served_calls"] > 0 and r["passed_calls"] == 0, (mode, r)
+            assert r["served_bytes"] == len(ior_model(data, int(r["rank"]), mode)
+                                           if program == "ior_reader"
+                                           else tile_model(data, int(r["rank"]), geometry)), (mode, r)  # fmt: skip
+            assert 0 < r["physical_reads"] <= r["served_calls"] * 4, (mode, r)
+
+
+def original_read_with_warnings(
+    layer: Path, src: Path, data: bytes, dir: Path, words: tuple[str, ...]
+) -> None:
+    dump = dir / "dump"
+    dump.mkdir(parents=True)
+    done = served_run(layer, "ior_reader", ior_args(src, "at_all", dump), dir / "counted")
+    lines = warnings_of(done)
+    assert len(lines) == RANKS, done.stderr
+    for line in lines:
+        assert str(src) in line and line.endswith("reading the original"), line
+        assert any(w in line for w in words), line
+    assert dumps(dump) == [ior_model(data, r, "at_all") for r in range(RANKS)]
+    assert all(r["served_calls"] == 0 for r in stats(dir / "counted"))
+
+
+def test_stale_missing_or_damaged_containers_read_the_original(tmp_path: Path, layer: Path) -> None:
+    src, data, out = trace_and_apply(tmp_path, layer, "ior_reader")
+    # the source rewritten with the same bytes: a new version, the container is stale
+    st = src.stat()
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
+    original_read_with_warnings(layer, src, data, tmp_path / "stale", ("changed", "stale", "modif", "mtime"))
+    # registered again, then the container deleted
+    second = tmp_path / "second.pc"
+    apply(src, tmp_path / "run.csv", second)
+    shutil.rmtree(second) if second.is_dir() else second.unlink()
+    original_read_with_warnings(layer, src, data, tmp_path / "missing", ("missing", "not found", "No such", "cannot"))
+
+
+# ---- (f) PnetCDF's ncmpidump: a real client ---------------------------------------------
+
+CDL = """netcdf x {{
+dimensions:
+	y = {ny} ;
+	x = {nx} ;
+	t = UNLIMITED ;
+variables:
+	int a(y, x) ;
+	double b(t, y) ;
+	float c(x) ;
+data:
+ a = {a} ;
+ b = {b} ;
+ c = {c} ;
+}}
+"""
+
+
+
+
+def test_pnetcdf_dump_is_the_same_when_served(tmp_path: Path, layer: Path) -> None:
+    if not (shutil.which("ncmpigen") and shutil.which("ncmpidump")):
+        pytest.skip("PnetCDF's tools are missing (pnetcdf-bin: run scripts/setup.sh)")
+    reorg = reorg_library(layer)
+    ny, nx, nt = 64, 48, 40
+    cdl = tmp_path / "x.cdl"
+    cdl.write_text(CDL.format(
+        ny=ny, nx=nx,
+        a=", ".join(str(i * 7 % 1000) for i in range(ny * nx)),
+        b=", ".join(f"{i * 0.25}" for i in range(nt * ny)),
+        c=", ".join(str(i + 0.5) for i in range(nx)),
+    ))  # fmt: skip
+    nc = tmp_path / "f.nc"
+    subprocess.run(["ncmpigen", "-v2", "-o", str(nc), str(cdl)], check=True, timeout=60)
+    cmd = _mpirun.command(2)
+    assert cmd is not None
+    env = _mpirun.environment()
+
+    def ncmpidump(outdir: Path, extra: dict[str, str], preload: bool) -> subprocess.CompletedProcess[str]:
+        full = dict(env, **extra)
+        if preload:
+            full["LD_PRELOAD"] = str(layer)
+        exports = [a for name in extra for a in ("-x", name)] + (["-x", "LD_PRELOAD"] if preload else [])
+        done = subprocess.run([*cmd, "--output-filename", str(outdir), *exports, "ncmpidump", str(nc)],
+                              capture_output=True, text=True, env=full, timeout=300, check=False)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done
+
+    ncmpidump(tmp_path / "plain", {}, False)
+    # traced (patio trace under mpirun: the layer records MPIIO requests)
+    out = tmp_path / "captures"
+    done = subprocess.run(
+        [patio_bin(), "trace", "--out", str(out), "--", *cmd, "ncmpidump", str(nc)],
+        capture_output=True, text=True, env=dict(env, PATIO_REORG_LIB=str(reorg)), timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    patio("trace", "merge", str(out), "-o", str(tmp_path / "run.csv"))
+    with (tmp_path / "run.csv").open() as f:
+        assert any(r["module"] == "MPIIO" for r in csv.DictReader(f))
+    apply(nc, tmp_path / "run.csv", tmp_path / "f.nc.pc")
+    counted = tmp_path / "counted"
+    counted.mkdir()
+    served = ncmpidump(tmp_path / "served", {"PATIO_REORG_LIB": str(reorg),
+                                             "PATIO_MPIIO_STATS": str(counted)}, True)  # fmt: skip
+    assert warnings_of(served) == []
+    for rank in (0, 1):
+        plain = (tmp_path / "plain" / "1" / f"rank.{rank}" / "stdout").read_text()
+        assert plain.count("\n") > 10
+        assert (tmp_path / "served" / "1" / f"rank.{rank}" / "stdout").read_text() == plain
+    assert sum(int(r["served_calls"]) for r in stats(counted)) > 0
