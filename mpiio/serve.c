@@ -83,6 +83,13 @@ static const char *strip_prefix(const char *name)
     return name;
 }
 
+/* `msg` without a leading "<name>: " (the warning names the file first). */
+static const char *reason(const char *name, const char *msg)
+{
+    size_t n = strlen(name);
+    return strncmp(msg, name, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ' ? msg + n + 2 : msg;
+}
+
 void serve_open(pfile_t *f, int amode)
 {
     if (amode & (MPI_MODE_WRONLY | MPI_MODE_RDWR))
@@ -95,7 +102,7 @@ void serve_open(pfile_t *f, int amode)
         if (r == PATIO_REORG_SERVED)
             mine = 1;
         else if (r == PATIO_REORG_BYPASSED || r == PATIO_REORG_ERROR)
-            mpiio_warn("%s: %s; reading the original", f->name, msg);
+            mpiio_warn("%s: %s; reading the original", f->name, reason(f->name, msg));
     }
     int all = mine;
     if (P(Allreduce)(&mine, &all, 1, H.int_, H.min, f->comm) != MPI_SUCCESS)
@@ -206,7 +213,7 @@ int serve_read(pfile_t *f, uint64_t b, void *buf, int count, MPI_Datatype dt, ui
     free(scratch);
     flat_free(&mem);
     if (rc != 0) {
-        mpiio_warn("%s: %s; reading the original", f->name, msg);
+        mpiio_warn("%s: %s; reading the original", f->name, reason(f->name, msg));
         serve_close(f);
         return -1;
     }
