@@ -4,6 +4,8 @@
 //! * `patio trace [--out DIR] [--only PREFIX] -- COMMAND [ARGS…]` — every process the
 //!   command starts writes `DIR/<host>.<pid>.<n>.praw`; works under `mpirun` (each rank
 //!   is one `patio trace`, all writing into DIR). Exits with the command's status.
+//!   The MPI-IO layer (`libpatio_mpiio.so`), when built, is preloaded too: MPI programs
+//!   then also leave MPIIO records (one per file extent of each MPI-IO call).
 //! * `patio trace merge DIR -o TRACE` — one `.ptrace` or `.csv` from all captures.
 //! * `patio trace convert TRACE --to csv|ptrace [-o OUT]`.
 //! * `patio trace recover TRACE` — the trace a killed `patio mount trace --out TRACE`
@@ -20,6 +22,9 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 /// File name of the tracer library.
 const LIBRARY: &str = "libpatio_trace.so";
+/// File name of the MPI-IO layer (`mpiio/`), preloaded beside the tracer when present
+/// so that MPI programs also leave MPIIO records.
+const MPIIO_LIBRARY: &str = "libpatio_mpiio.so";
 
 #[derive(clap::Args)]
 #[command(
@@ -139,6 +144,16 @@ fn tracer_library() -> Result<PathBuf> {
     }
 }
 
+/// The MPI-IO layer to preload with `tracer`: beside it (an installation's
+/// `lib/patio/`), else where [`crate::install::library_candidates`] finds it (the
+/// checkout's `mpiio/` build); `None` when it is not built (POSIX records only).
+fn mpiio_library(tracer: &Path) -> Option<PathBuf> {
+    std::iter::once(tracer.with_file_name(MPIIO_LIBRARY))
+        .chain(crate::install::library_candidates(MPIIO_LIBRARY, "mpiio"))
+        .find(|c| c.is_file())
+        .and_then(|c| absolute(&c).ok())
+}
+
 fn absolute(p: &Path) -> Result<PathBuf> {
     p.canonicalize()
         .with_context(|| format!("cannot resolve {}", p.display()))
@@ -211,6 +226,10 @@ fn run_traced(args: RunArgs) -> Result<()> {
         .with_context(|| format!("cannot create trace directory {}", dir.display()))?;
     let dir = absolute(&dir)?;
     let mut preload = library.as_os_str().to_os_string();
+    if let Some(mpiio) = mpiio_library(&library) {
+        preload.push(" ");
+        preload.push(mpiio);
+    }
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
         preload.push(" ");
         preload.push(old);

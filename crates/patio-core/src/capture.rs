@@ -398,7 +398,11 @@ mod tests {
     #[test]
     fn mpiio_records_merge_as_module_mpiio() {
         // layer 2 (MPIIO) read and write beside a POSIX read of the same file
-        let recs = [(4, 64, 32, 1_000, 0), (5, 0, 8, 2_000, 0), (0, 0, 4096, 3_000, 0)];
+        let recs = [
+            (4, 64, 32, 1_000, 0),
+            (5, 0, 8, 2_000, 0),
+            (0, 0, 4096, 3_000, 0),
+        ];
         let c = Capture::decode(&capture_bytes(1, 9, &["/d/a"], &recs)).unwrap();
         assert_eq!(c.records[0].layer, Layer::Mpiio);
         assert_eq!(c.records[1].op, Op::Write);
@@ -412,7 +416,11 @@ mod tests {
         assert!(modules.contains(&("MPIIO", Op::Write, vec![0])));
         assert!(modules.contains(&("POSIX", Op::Read, vec![0])));
         let bad = capture_bytes(1, 9, &["/d/a"], &[(6, 0, 1, 1, 0)]);
-        assert!(Capture::decode(&bad).unwrap().damage.unwrap().contains("unknown layer 3"));
+        assert!(Capture::decode(&bad)
+            .unwrap()
+            .damage
+            .unwrap()
+            .contains("unknown layer 3"));
     }
 
     #[test]
