@@ -5,7 +5,8 @@
  *
  * Semantics decided here:
  *  - Served files keep their individual file pointer here (the real one is not moved);
- *    it advances by the etypes actually read, as MPI's own implementations do.
+ *    it advances by the etypes requested (a read cut short at the end of the file
+ *    included), as Open MPI's does.
  *    Collective (_all) reads need no exchange: each rank reads its own extents.
  *  - Shared-pointer and ordered reads pass through to the original file: the bytes
  *    are the same (the container is current), and the shared pointer lives in MPI.
@@ -107,8 +108,8 @@ static int served(pfile_t *f, int base, MPI_Offset off, void *buf, int count, MP
     }
     trace_extents(f, 0, base, &e, got, t0, mpiio_now_ns());
     extents_free(&e);
-    if (mode == INDIV)
-        f->pos += (MPI_Offset)(got / (uint64_t)es);
+    if (mode == INDIV) /* by the data requested, as Open MPI does, even when cut short */
+        f->pos += (MPI_Offset)(requested(dt, count) / (uint64_t)es);
     if (is_nonblocking(base)) {
         *rc = completed_request(got, req);
     } else if (is_begin(base)) {
@@ -148,7 +149,7 @@ static int fallback(pfile_t *f, int base, MPI_Offset off, void *buf, int count, 
     if (rc != MPI_SUCCESS)
         return rc;
     if (mode == INDIV)
-        f->pos += got / f->view.etype_size;
+        f->pos += (MPI_Offset)(requested(dt, count) / (uint64_t)f->view.etype_size);
     if (is_nonblocking(base))
         return completed_request((uint64_t)got, req);
     if (is_begin(base)) {
