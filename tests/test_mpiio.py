@@ -35,7 +35,9 @@ RANKS = 4
 BLOCK, TRANSFER, SEGMENTS = 16384, 2048, 3
 # tile_reader geometry: TILES_X × TILES_Y tiles of TILE_H rows × TILE_W elements of ELEM bytes
 TILES_X, TILES_Y, TILE_W, TILE_H, ELEM = 2, 2, 24, 16, 8
-IOR_MODES = ["at", "at_all", "iread_at", "seek", "split", "nb", "view"]
+IOR_MODES = ["at", "at_all", "iread_at", "seek", "split", "nb", "view", "ordered", "shared"]
+# shared-pointer reads pass through to the original even on a served file
+PASSED_MODES = ("ordered", "shared")
 TILE_MODES = ["all", "indep", "rows"]
 
 
@@ -261,10 +263,14 @@ def patio_bin() -> str:
     return patio_binary()
 
 
-def extents_by_rank(rows: list[dict[str, str]], path: Path) -> dict[int, list[tuple[int, int]]]:
+def extents_by_rank(
+    rows: list[dict[str, str]], path: Path, op: str = "read"
+) -> dict[int, list[tuple[int, int]]]:
     out: dict[int, list[tuple[int, int]]] = {}
     for row in rows:
-        assert row["file"] == str(path.resolve()) and row["op"] in ("read", "R", "0"), row
+        assert row["file"] == str(path.resolve()), row
+        if row["op"] != op:
+            continue
         out.setdefault(int(row["rank"]), []).append((int(row["offset"]), int(row["length"])))
     return {r: sorted(v) for r, v in out.items()}
 
@@ -280,6 +286,8 @@ def test_ior_reads_are_recorded_as_the_views_extents(tmp_path: Path, layer: Path
         transfers = [(o + i, TRANSFER) for o, n in ior_extents(rank) for i in range(0, n, TRANSFER)]
         if mode == "view":  # read_all, then iread_at_all, of the same view
             want = ior_extents(rank) * 2
+        elif mode in PASSED_MODES:  # a block a call
+            want = ior_extents(rank)
         elif mode == "seek":  # each block's first transfer re-read; a short read at the end
             again = [(o, TRANSFER) for o, _ in ior_extents(rank)]
             want = transfers + again + [(size - TRANSFER // 2, TRANSFER // 2)]
@@ -376,6 +384,9 @@ def test_registered_files_are_served_with_the_same_bytes(
         records = stats(counted)
         assert len(records) == RANKS
         for r in records:
+            if mode in PASSED_MODES:
+                assert r["served_calls"] == 0 and r["passed_calls"] == SEGMENTS, (mode, r)
+                continue
             assert r["served_calls"] > 0 and r["passed_calls"] == 0, (mode, r)
             rank = int(r["rank"])
             if program == "ior_reader":  # seek re-reads each block's first transfer
@@ -384,6 +395,9 @@ def test_registered_files_are_served_with_the_same_bytes(
                 read = len(tile_model(data, rank, geometry))
             assert r["served_bytes"] == read, (mode, r)
             assert 0 < r["physical_reads"] <= r["served_calls"] * 4, (mode, r)
+
+
+STALE = ("changed", "stale", "modif", "mtime", "size")
 
 
 def original_read_with_warnings(
@@ -406,7 +420,7 @@ def test_stale_missing_or_damaged_containers_read_the_original(tmp_path: Path, l
     # the source rewritten with the same bytes: a new version, the container is stale
     st = src.stat()
     os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
-    original_read_with_warnings(layer, src, data, tmp_path / "stale", ("changed", "stale", "modif", "mtime"))
+    original_read_with_warnings(layer, src, data, tmp_path / "stale", STALE)
     # registered again, then the container deleted
     second = tmp_path / "second.pc"
     apply(src, tmp_path / "run.csv", second)
@@ -573,3 +587,35 @@ def test_records_of_views_hold_exactly_the_bytes_read(tmp_path: Path, layer: Pat
         mine.sort(key=lambda r: float(r["start"]))  # stable: a call's records keep their order
         assert b"".join(data[int(r["offset"]) : int(r["offset"]) + int(r["length"])]
                         for r in mine) == got[:-8], (case, rank)  # fmt: skip
+
+
+# ---- writes: passed through, traced, and the container made stale -------------------------
+
+
+def written(size: int) -> bytes:
+    """The file ``ior_reader --mode write`` leaves (every block written)."""
+    return bytes((o * 7 + o // 4096) & 0xFF for o in range(size))
+
+
+def test_writes_pass_through_are_traced_and_make_the_container_stale(
+    tmp_path: Path, layer: Path
+) -> None:
+    src, data, _ = trace_and_apply(tmp_path, layer, "ior_reader")
+    size = len(data)
+    # the writer opens the registered file read-write: never served, writes traced
+    dump = tmp_path / "wdump"
+    dump.mkdir()
+    (tmp_path / "w").mkdir()
+    rows = traced(tmp_path / "w", layer, "ior_reader", ior_args(src, "write", dump))
+    model = written(size)
+    assert src.read_bytes() == model
+    wrote = extents_by_rank(rows, src, op="write")
+    back = extents_by_rank(rows, src, op="read")
+    for rank in range(RANKS):
+        assert wrote[rank] == ior_extents(rank)
+        assert back[rank] == ior_extents((rank + 1) % RANKS)
+        want = b"".join(model[o : o + n] for o, n in ior_extents((rank + 1) % RANKS))
+        assert (dump / f"rank{rank}.bin").read_bytes() == want
+    # the next reader: the container is stale, the new bytes come from the original
+    original_read_with_warnings(layer, src, model, tmp_path / "after", STALE)
+

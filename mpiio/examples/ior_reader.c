@@ -13,6 +13,13 @@
  *   --mode view      a vector file view of the rank's blocks read with MPI_File_read_all
  *                    into a struct memory datatype (transfer pairs swapped), then again
  *                    with MPI_File_iread_at_all into an indexed one (transfers reversed)
+ *   --mode ordered   MPI_File_read_ordered, a block per rank per segment (the shared
+ *                    pointer walks the segments: rank r gets the same blocks)
+ *   --mode shared    MPI_File_read_shared, the ranks taking turns (same blocks)
+ *   --mode write     opens FILE read-write (created if missing) and writes the rank's
+ *                    blocks (byte at offset o: (o × 7 + o / 4096) mod 256) with
+ *                    write_at_all, seek + write, iwrite_at and write_all_begin/end in
+ *                    turn, then reads back the next rank's blocks with read_at
  * Every read's MPI_Get_count is checked. Rank 0 prints "rank R bytes N fnv HEX" for
  * every rank; --dump DIR writes each rank's bytes, in the order read, to DIR/rank<R>.bin.
  *
@@ -95,6 +102,17 @@ static void read_blocks(MPI_File fh, const char *mode, unsigned char *buf, repor
                 MPI_Wait(&r, &st);
                 expect_count(&st, MPI_BYTE, (int)T, "nonblocking read");
             }
+        } else if (!strcmp(mode, "ordered")) {
+            MPI_File_read_ordered(fh, buf, (int)B, MPI_BYTE, &st);
+            expect_count(&st, MPI_BYTE, (int)B, "read_ordered");
+        } else if (!strcmp(mode, "shared")) {
+            for (int k = 0; k < size; k++) {
+                if (k == rank) {
+                    MPI_File_read_shared(fh, buf, (int)B, MPI_BYTE, &st);
+                    expect_count(&st, MPI_BYTE, (int)B, "read_shared");
+                }
+                MPI_Barrier(MPI_COMM_WORLD);
+            }
         } else {
             int all = !strcmp(mode, "at_all");
             if (!all && strcmp(mode, "at"))
@@ -123,6 +141,47 @@ static void read_blocks(MPI_File fh, const char *mode, unsigned char *buf, repor
     }
     free(reqs);
     free(sts);
+}
+
+static void write_blocks(MPI_File fh, unsigned char *buf, report_t *rep)
+{
+    for (long long s = 0; s < S; s++) {
+        MPI_Offset base = block_at(s);
+        for (long long i = 0; i < B; i++) {
+            long long o = base + i;
+            buf[i] = (unsigned char)((o * 7 + o / 4096) & 0xff);
+        }
+        MPI_Status st;
+        MPI_Request r;
+        switch (s % 4) {
+        case 0:
+            MPI_File_write_at_all(fh, base, buf, (int)B, MPI_BYTE, &st);
+            break;
+        case 1:
+            MPI_File_seek(fh, base, MPI_SEEK_SET);
+            MPI_File_write(fh, buf, (int)B, MPI_BYTE, &st);
+            break;
+        case 2:
+            MPI_File_iwrite_at(fh, base, buf, (int)B, MPI_BYTE, &r);
+            MPI_Wait(&r, &st);
+            break;
+        default:
+            MPI_File_seek(fh, base, MPI_SEEK_SET);
+            MPI_File_write_all_begin(fh, buf, (int)B, MPI_BYTE);
+            MPI_File_write_all_end(fh, buf, &st);
+        }
+        expect_count(&st, MPI_BYTE, (int)B, "write");
+    }
+    MPI_File_sync(fh);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_File_sync(fh);
+    for (long long s = 0; s < S; s++) {
+        MPI_Status st;
+        MPI_Offset at = (MPI_Offset)((s * size + (rank + 1) % size) * B);
+        MPI_File_read_at(fh, at, buf, (int)B, MPI_BYTE, &st);
+        expect_count(&st, MPI_BYTE, (int)B, "read_at after the writes");
+        report_add(rep, buf, (size_t)B);
+    }
 }
 
 static void read_view(MPI_File fh, unsigned char *buf, report_t *rep)
@@ -174,7 +233,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 2 || argv[1][0] == '-')
         die("%s", "usage: ior_reader FILE [--block BYTES] [--transfer BYTES] [--segments N] "
-                  "[--mode at|at_all|iread_at|seek|split|nb|view] [--dump DIR] [--reps N]");
+                  "[--mode at|at_all|iread_at|seek|split|nb|view|ordered|shared|write] "
+                  "[--dump DIR] [--reps N]");
     B = opt_ll(argc, argv, "--block", 65536);
     T = opt_ll(argc, argv, "--transfer", 4096);
     S = opt_ll(argc, argv, "--segments", 4);
@@ -183,7 +243,9 @@ int main(int argc, char **argv)
     if (!B || !T || !S || B % T || (B / T) % 2 || B > (1 << 30))
         die("%s", "--block must be an even multiple of --transfer (at most 1 GiB)");
     MPI_File fh;
-    if (MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_RDONLY, MPI_INFO_NULL, &fh) != MPI_SUCCESS)
+    int writing = !strcmp(mode, "write");
+    int amode = writing ? MPI_MODE_RDWR | MPI_MODE_CREATE : MPI_MODE_RDONLY;
+    if (MPI_File_open(MPI_COMM_WORLD, argv[1], amode, MPI_INFO_NULL, &fh) != MPI_SUCCESS)
         die("cannot open %s", argv[1]);
     unsigned char *buf = malloc((size_t)(strcmp(mode, "view") ? B : S * B));
     report_t rep;
@@ -191,6 +253,8 @@ int main(int argc, char **argv)
     for (int k = 0; k < reps; k++) {
         if (!strcmp(mode, "view"))
             read_view(fh, buf, &rep);
+        else if (writing)
+            write_blocks(fh, buf, &rep);
         else
             read_blocks(fh, mode, buf, &rep);
     }
