@@ -30,6 +30,12 @@
 
 /* ---- runtime.c ---- */
 void *mpiio_resolve(const char *name);
+/* dlopen of patio's library `name`: the file $env names, else `name` in the directory
+ * libpatio_mpiio.so was loaded from. `path` gets the file's path, or dlerror's message
+ * when it cannot be loaded (NULL returned). */
+void *mpiio_open_library(const char *name, const char *env, char *path, size_t path_len);
+/* A function of a library mpiio_open_library loaded (NULL when missing). */
+void *mpiio_symbol(void *library, const char *name);
 
 /* A PMPI function through a pointer resolved at first use: P(File_read_at)(…). */
 #define P(f)                                                                     \

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +31,27 @@ void *mpiio_resolve(const char *name)
     }
     return p;
 }
+
+void *mpiio_open_library(const char *name, const char *env, char *path, size_t path_len)
+{
+    const char *given = getenv(env);
+    Dl_info info;
+    if (given && *given) {
+        snprintf(path, path_len, "%s", given);
+    } else if (dladdr((void *)mpiio_open_library, &info) && info.dli_fname &&
+               strrchr(info.dli_fname, '/')) {
+        int dir = (int)(strrchr(info.dli_fname, '/') - info.dli_fname);
+        snprintf(path, path_len, "%.*s/%s", dir, info.dli_fname, name);
+    } else {
+        snprintf(path, path_len, "%s", name);
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        snprintf(path, path_len, "%s", dlerror());
+    return h;
+}
+
+void *mpiio_symbol(void *library, const char *name) { return dlsym(library, name); }
 
 void mpiio_warn(const char *fmt, ...)
 {

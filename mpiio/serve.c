@@ -13,7 +13,6 @@
  * served.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -38,28 +37,16 @@ static int load_reorg(void)
     pthread_mutex_lock(&m);
     if (!state) {
         char path[PATH_MAX];
-        const char *env = getenv("PATIO_REORG_LIB");
-        Dl_info info;
-        if (env && *env) {
-            snprintf(path, sizeof path, "%s", env);
-        } else if (dladdr((void *)load_reorg, &info) && info.dli_fname) {
-            snprintf(path, sizeof path, "%s", info.dli_fname);
-            char *slash = strrchr(path, '/');
-            snprintf(slash ? slash + 1 : path, sizeof path - (size_t)(slash ? slash + 1 - path : 0),
-                     "libpatio_reorg.so");
-        } else {
-            snprintf(path, sizeof path, "libpatio_reorg.so");
-        }
-        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        void *h = mpiio_open_library("libpatio_reorg.so", "PATIO_REORG_LIB", path, sizeof path);
         state = 2;
         if (!h) {
-            mpiio_warn("%s; reorganized files are not served (set PATIO_REORG_LIB)", dlerror());
+            mpiio_warn("%s; reorganized files are not served (set PATIO_REORG_LIB)", path);
         } else {
-            R.abi = (__typeof__(R.abi))dlsym(h, "patio_reorg_abi_version");
-            R.open = (__typeof__(R.open))dlsym(h, "patio_reorg_open");
-            R.read = (__typeof__(R.read))dlsym(h, "patio_reorg_read");
-            R.stats = (__typeof__(R.stats))dlsym(h, "patio_reorg_stats");
-            R.close = (__typeof__(R.close))dlsym(h, "patio_reorg_close");
+            R.abi = (__typeof__(R.abi))mpiio_symbol(h, "patio_reorg_abi_version");
+            R.open = (__typeof__(R.open))mpiio_symbol(h, "patio_reorg_open");
+            R.read = (__typeof__(R.read))mpiio_symbol(h, "patio_reorg_read");
+            R.stats = (__typeof__(R.stats))mpiio_symbol(h, "patio_reorg_stats");
+            R.close = (__typeof__(R.close))mpiio_symbol(h, "patio_reorg_close");
             if (!R.abi || !R.open || !R.read || !R.stats || !R.close)
                 mpiio_warn("%s lacks the patio_reorg functions; reorganized files are not served",
                            path);
