@@ -1,7 +1,10 @@
 /*
  * files.c — the files libpatio_mpiio.so watches (traced, served or counted), keyed by
  * their MPI_File handle. Lookups are lock-free (every read call makes one); adding and
- * removing, at open and close, take a mutex.
+ * removing, at open and close, take a mutex. A file's own state (its pointer, its
+ * counters) is not locked: MPI leaves concurrent calls on one file handle from several
+ * threads without defined pointer semantics, and the layer keeps to one caller at a
+ * time per handle.
  */
 #include <stdlib.h>
 
@@ -55,7 +58,13 @@ void files_remove(pfile_t *f)
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < SLOTS; i++)
         if (slots[i] == f) {
-            __atomic_store_n(&slots[i], TOMBSTONE, __ATOMIC_RELEASE);
+            /* a slot before an empty one ends every probe through it: empty it too, and
+             * the tombstones before it */
+            int last = !slots[(i + 1) & (SLOTS - 1)];
+            __atomic_store_n(&slots[i], last ? NULL : TOMBSTONE, __ATOMIC_RELEASE);
+            for (size_t j = (i - 1) & (SLOTS - 1); last && slots[j] == TOMBSTONE;
+                 j = (j - 1) & (SLOTS - 1))
+                __atomic_store_n(&slots[j], NULL, __ATOMIC_RELEASE);
             __atomic_sub_fetch(&mpiio_watching, 1, __ATOMIC_RELEASE);
         }
     pthread_mutex_unlock(&lock);

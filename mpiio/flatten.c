@@ -159,24 +159,19 @@ static int flatten_into(MPI_Datatype t, flat_t *out, int64_t base, int depth)
         break;
     }
     case MPI_COMBINER_INDEXED:
-    case MPI_COMBINER_HINDEXED: {
-        int n = ints[0];
-        rc = 0;
-        for (int i = 0; i < n && !rc; i++) {
-            int64_t d = comb == MPI_COMBINER_INDEXED ? (int64_t)ints[1 + n + i] * c->extent
-                                                     : addrs[i];
-            rc = repeat(out, c, base + d, ints[1 + i], c->extent);
-        }
-        break;
-    }
+    case MPI_COMBINER_HINDEXED:
     case MPI_COMBINER_INDEXED_BLOCK:
     case MPI_COMBINER_HINDEXED_BLOCK: {
-        int n = ints[0];
+        /* ints: count, then block lengths (one, or one per block), then displacements
+         * in child extents (indexed forms); the h-forms give displacements in bytes */
+        int n = ints[0], one = comb == MPI_COMBINER_INDEXED_BLOCK ||
+                               comb == MPI_COMBINER_HINDEXED_BLOCK;
+        int bytes = comb == MPI_COMBINER_HINDEXED || comb == MPI_COMBINER_HINDEXED_BLOCK;
+        const int *lens = ints + 1, *displs = ints + 1 + (one ? 1 : n);
         rc = 0;
         for (int i = 0; i < n && !rc; i++) {
-            int64_t d = comb == MPI_COMBINER_INDEXED_BLOCK ? (int64_t)ints[2 + i] * c->extent
-                                                           : addrs[i];
-            rc = repeat(out, c, base + d, ints[1], c->extent);
+            int64_t d = bytes ? addrs[i] : (int64_t)displs[i] * c->extent;
+            rc = repeat(out, c, base + d, lens[one ? 0 : i], c->extent);
         }
         break;
     }

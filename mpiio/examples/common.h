@@ -21,6 +21,24 @@ static inline void die(const char *fmt, const char *what)
     exit(2);
 }
 
+/* MPI_Init, this rank and the number of ranks; a usage error without FILE. */
+static inline void start(int *argc, char ***argv, const char *usage, int *rank, int *size)
+{
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    if (*argc < 2 || (*argv)[1][0] == '-')
+        die("usage: %s", usage);
+}
+
+static inline MPI_File open_or_die(MPI_Comm comm, const char *path, int amode)
+{
+    MPI_File fh;
+    if (MPI_File_open(comm, path, amode, MPI_INFO_NULL, &fh) != MPI_SUCCESS)
+        die("cannot open %s", path);
+    return fh;
+}
+
 /* The value of option `name` (--name VALUE) or `dflt`. */
 static inline const char *opt(int argc, char **argv, const char *name, const char *dflt)
 {

@@ -228,13 +228,11 @@ static void read_view(MPI_File fh, unsigned char *buf, report_t *rep)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc < 2 || argv[1][0] == '-')
-        die("%s", "usage: ior_reader FILE [--block BYTES] [--transfer BYTES] [--segments N] "
-                  "[--mode at|at_all|iread_at|seek|split|nb|view|ordered|shared|write] "
-                  "[--dump DIR] [--reps N]");
+    start(&argc, &argv,
+          "ior_reader FILE [--block BYTES] [--transfer BYTES] [--segments N] "
+          "[--mode at|at_all|iread_at|seek|split|nb|view|ordered|shared|write] [--dump DIR] "
+          "[--reps N]",
+          &rank, &size);
     B = opt_ll(argc, argv, "--block", 65536);
     T = opt_ll(argc, argv, "--transfer", 4096);
     S = opt_ll(argc, argv, "--segments", 4);
@@ -242,11 +240,9 @@ int main(int argc, char **argv)
     const char *mode = opt(argc, argv, "--mode", "at");
     if (!B || !T || !S || B % T || (B / T) % 2 || B > (1 << 30))
         die("%s", "--block must be an even multiple of --transfer (at most 1 GiB)");
-    MPI_File fh;
     int writing = !strcmp(mode, "write");
     int amode = writing ? MPI_MODE_RDWR | MPI_MODE_CREATE : MPI_MODE_RDONLY;
-    if (MPI_File_open(MPI_COMM_WORLD, argv[1], amode, MPI_INFO_NULL, &fh) != MPI_SUCCESS)
-        die("cannot open %s", argv[1]);
+    MPI_File fh = open_or_die(MPI_COMM_WORLD, argv[1], amode);
     unsigned char *buf = malloc((size_t)(strcmp(mode, "view") ? B : S * B));
     report_t rep;
     report_open(&rep, argc, argv, rank);

@@ -14,15 +14,10 @@
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int rank;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (argc < 2 || argv[1][0] == '-')
-        die("%s", "usage: overhead FILE [--calls N] [--size BYTES]");
+    int rank, size;
+    start(&argc, &argv, "overhead FILE [--calls N] [--size BYTES]", &rank, &size);
     long long calls = opt_ll(argc, argv, "--calls", 200000), n = opt_ll(argc, argv, "--size", 4096);
-    MPI_File fh;
-    if (MPI_File_open(MPI_COMM_SELF, argv[1], MPI_MODE_RDONLY, MPI_INFO_NULL, &fh) != MPI_SUCCESS)
-        die("cannot open %s", argv[1]);
+    MPI_File fh = open_or_die(MPI_COMM_SELF, argv[1], MPI_MODE_RDONLY);
     MPI_Offset fsize;
     MPI_File_get_size(fh, &fsize);
     if (n <= 0 || fsize < n)

@@ -16,13 +16,9 @@
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
     int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc < 2 || argv[1][0] == '-')
-        die("%s", "usage: tile_reader FILE [--tiles-x N] [--tiles-y N] [--tile-w N] "
-                  "[--tile-h N] [--elem BYTES] [--mode all|indep|rows] [--dump DIR] [--reps N]");
+    start(&argc, &argv, "tile_reader FILE [--tiles-x N] [--tiles-y N] [--tile-w N] "
+                  "[--tile-h N] [--elem BYTES] [--mode all|indep|rows] [--dump DIR] [--reps N]", &rank, &size);
     int tx = (int)opt_ll(argc, argv, "--tiles-x", 2), ty = (int)opt_ll(argc, argv, "--tiles-y", 2);
     int tw = (int)opt_ll(argc, argv, "--tile-w", 64), th = (int)opt_ll(argc, argv, "--tile-h", 64);
     int elem = (int)opt_ll(argc, argv, "--elem", 8), reps = (int)opt_ll(argc, argv, "--reps", 1);
@@ -33,9 +29,7 @@ int main(int argc, char **argv)
         die("unknown --mode %s", mode);
     if (!tx || !ty || !tw || !th || !elem)
         die("%s", "sizes must be positive");
-    MPI_File fh;
-    if (MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_RDONLY, MPI_INFO_NULL, &fh) != MPI_SUCCESS)
-        die("cannot open %s", argv[1]);
+    MPI_File fh = open_or_die(MPI_COMM_WORLD, argv[1], MPI_MODE_RDONLY);
     MPI_Datatype etype;
     MPI_Type_contiguous(elem, MPI_BYTE, &etype);
     MPI_Type_commit(&etype);

@@ -79,16 +79,10 @@ static MPI_Datatype filetype(const char *c, int rank, int size, MPI_Datatype *et
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
     int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc < 2 || argv[1][0] == '-')
-        die("%s", "usage: types_reader FILE --case CASE [--dump DIR]");
+    start(&argc, &argv, "types_reader FILE --case CASE [--dump DIR]", &rank, &size);
     const char *c = opt(argc, argv, "--case", "hvector");
-    MPI_File fh;
-    if (MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_RDONLY, MPI_INFO_NULL, &fh) != MPI_SUCCESS)
-        die("cannot open %s", argv[1]);
+    MPI_File fh = open_or_die(MPI_COMM_WORLD, argv[1], MPI_MODE_RDONLY);
     MPI_Datatype etype, ft;
     MPI_Offset disp;
     ft = filetype(c, rank, size, &etype, &disp);
