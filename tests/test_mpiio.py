@@ -235,6 +235,20 @@ def test_processes_without_mpi_run_untouched(tmp_path: Path, layer: Path) -> Non
     assert list(tmp_path.iterdir()) == []
 
 
+
+def test_another_mpi_gets_one_warning_and_every_call_untouched(layer: Path) -> None:
+    """``foreign_mpi`` brings its own PMPI functions and reports another MPI library: the
+    layer passes its calls through with their arguments and warns once."""
+    program = str(MPIIO / "examples" / "foreign_mpi")
+    alone = subprocess.run([program], capture_output=True, text=True, timeout=60, check=False)
+    assert alone.returncode == 1 and "not preloaded" in alone.stderr
+    done = subprocess.run([program], capture_output=True, text=True, timeout=60, check=False,
+                          env=dict(os.environ, LD_PRELOAD=str(layer)))  # fmt: skip
+    assert done.returncode == 0 and done.stdout == "passed through\n", done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("patio: MPI-IO: this process runs Another MPI")
+    assert "passes through untouched" in lines[0]
+
 # ---- (b) tracing -------------------------------------------------------------------
 
 
