@@ -227,6 +227,18 @@ int flat_contiguous(const flat_t *f, int64_t count)
     return f->n == 1 && f->runs[0].len == f->extent;
 }
 
+void flat_scatter(const flat_t *f, const void *src, uint64_t n, void *dst)
+{
+    const char *from = src;
+    for (int64_t k = 0; n; k++)
+        for (size_t i = 0; i < f->n && n; i++) {
+            uint64_t len = (uint64_t)f->runs[i].len < n ? (uint64_t)f->runs[i].len : n;
+            memcpy((char *)dst + k * f->extent + f->runs[i].off, from, len);
+            from += len;
+            n -= len;
+        }
+}
+
 void view_free(view_t *v)
 {
     flat_free(&v->ft);

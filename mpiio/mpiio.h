@@ -89,6 +89,9 @@ void flat_free(flat_t *f);
 /* 1 when `count` elements of a datatype flattened as `f` are one contiguous run
  * starting at byte f->runs[0].off. */
 int flat_contiguous(const flat_t *f, int64_t count);
+/* Places the first `n` packed bytes of `src` where consecutive elements of the datatype
+ * flattened as `f` put them in `dst` (a read cut short fills part of an element). */
+void flat_scatter(const flat_t *f, const void *src, uint64_t n, void *dst);
 
 /* A file view: data byte b of the view lies at disp + (b / size) * extent + the
  * place of b % size among the filetype's runs. */

@@ -189,14 +189,8 @@ int serve_read(pfile_t *f, uint64_t b, void *buf, int count, MPI_Datatype dt, ui
     }
     uint64_t got = 0;
     int rc = R.read(f->served, ext->v, ext->n, dest, &got, msg, sizeof msg);
-    if (rc == 0 && scratch) {
-        int pos = 0, whole = size ? (int)(got / (uint64_t)size) : 0;
-        if (want > INT_MAX ||
-            P(Unpack)(scratch, (int)want, &pos, buf, whole, dt, H.self) != MPI_SUCCESS) {
-            snprintf(msg, sizeof msg, "cannot unpack into the memory datatype");
-            rc = -1;
-        }
-    }
+    if (rc == 0 && scratch)
+        flat_scatter(&mem, scratch, got, buf);
     free(scratch);
     flat_free(&mem);
     if (rc != 0) {

@@ -3,8 +3,9 @@
  * datatype, one --case at a time, so that a run with and without the MPI-IO layer can
  * be compared byte for byte. Rank r sets the view (displacement depends on r), reads
  * 3½ filetypes' worth with MPI_File_read_all, then reads on with MPI_File_read (one
- * filetype's worth a call) until the end of the file (the last read short). It writes
- * everything it read, in order, to DIR/rank<r>.bin (--dump DIR) and prints
+ * filetype's worth a call, into every other etype of a vector memory datatype) until
+ * the end of the file (the last read short). It writes the buffers, in order, to
+ * DIR/rank<r>.bin (--dump DIR), the bytes read, in order, to DIR/rank<r>.data, and prints
  * "rank R bytes N fnv HEX" lines on rank 0.
  *
  *   types_reader FILE --case contiguous|hvector|hindexed|indexed_block|hindexed_block|
@@ -93,6 +94,13 @@ int main(int argc, char **argv)
     int per = ftsize / esize; /* etypes in one filetype */
     report_t rep;
     report_open(&rep, argc, argv, rank);
+    FILE *data = NULL; /* the bytes read, in order */
+    if (opt(argc, argv, "--dump", NULL)) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/rank%d.data", opt(argc, argv, "--dump", NULL), rank);
+        if (!(data = fopen(path, "wb")))
+            die("cannot write %s", path);
+    }
     int n = per * 3 + per / 2;
     char *buf = malloc((size_t)n * (size_t)esize);
     MPI_Status st;
@@ -100,11 +108,28 @@ int main(int argc, char **argv)
     MPI_File_read_all(fh, buf, n, etype, &st);
     MPI_Get_count(&st, MPI_BYTE, &bytes);
     report_add(&rep, buf, (size_t)bytes);
-    do { /* on to the end of the file */
-        MPI_File_read(fh, buf, per, etype, &st);
+    if (data)
+        fwrite(buf, 1, (size_t)bytes, data);
+    /* on to the end of the file, into every other etype of a vector memory type (the
+     * last read, cut short, fills part of it) */
+    MPI_Datatype spaced;
+    MPI_Type_vector(per, 1, 2, etype, &spaced);
+    MPI_Type_commit(&spaced);
+    char *wide = malloc((size_t)per * 2 * (size_t)esize);
+    do {
+        memset(wide, 0, (size_t)per * 2 * (size_t)esize);
+        MPI_File_read(fh, wide, 1, spaced, &st);
         MPI_Get_count(&st, MPI_BYTE, &bytes);
-        report_add(&rep, buf, (size_t)bytes);
+        report_add(&rep, wide, (size_t)per * 2 * (size_t)esize);
+        for (int j = 0; data && j * esize < bytes; j++) {
+            int n = bytes - j * esize < esize ? bytes - j * esize : esize;
+            fwrite(wide + (size_t)j * 2 * (size_t)esize, 1, (size_t)n, data);
+        }
     } while (bytes == ftsize);
+    if (data)
+        fclose(data);
+    free(wide);
+    MPI_Type_free(&spaced);
     MPI_Offset pos;
     MPI_File_get_position(fh, &pos);
     unsigned long long p = (unsigned long long)pos;
