@@ -24,18 +24,33 @@ EXPORT int MPI_File_open(MPI_Comm comm, const char *name, int amode, MPI_Info in
         return rc;
     mpiio_depth++;
     pfile_t *f = calloc(1, sizeof *f);
+    PatioReorgFile *h = f ? serve_try(name, amode) : NULL;
+    /* One agreement across the file's ranks: serve (every rank can) and trace (every
+     * rank traces). Either needs the communicator later (collective set_view, ordered
+     * offsets): a duplicate, since the program may free its own after the open. */
+    int mine[2] = {h != NULL, f && trace_available()}, all[2] = {0, 0};
+    if (P(Allreduce)(mine, all, 2, H.int_, H.min, comm) != MPI_SUCCESS)
+        all[0] = all[1] = 0;
+    if (!all[0]) {
+        serve_release(h);
+        h = NULL;
+    }
     if (f) {
         f->fh = *fh;
-        f->comm = comm;
         snprintf(f->name, sizeof f->name, "%s", name);
         if (!realpath(name, f->path))
             snprintf(f->path, sizeof f->path, "%s", name);
-        f->trace = trace_available();
+        f->served = h;
+        f->serving = all[0];
+        f->trace = all[1];
+        if ((all[0] || all[1]) && P(Comm_dup)(comm, &f->comm) == MPI_SUCCESS)
+            f->own_comm = 1;
         const char *stats = getenv("PATIO_MPIIO_STATS");
         f->stats = stats && *stats;
         view_default(&f->view);
         f->view_ok = 1;
-        serve_open(f, amode);
+        /* (a full table, 4096 watched files, leaks the duplicate: freeing it is
+         * collective and the other ranks may have had room) */
         if (!(f->trace || f->serving || f->stats) || files_add(f) != 0) {
             serve_close(f);
             free(f);
@@ -51,6 +66,8 @@ static void finish(pfile_t *f)
         stats_write(f);
     serve_close(f);
     view_free(&f->view);
+    if (f->own_comm)
+        P(Comm_free)(&f->comm);
 }
 
 EXPORT int MPI_File_close(MPI_File *fh)

@@ -171,6 +171,8 @@ static int start_of(pfile_t *f, int base, MPI_Offset off, uint64_t want, uint64_
     if ((mode == SHARED || mode == ORDERED) &&
         P(File_get_position_shared)(f->fh, &at) != MPI_SUCCESS)
         return -1;
+    if (mode == ORDERED && !f->own_comm)
+        return -1;
     if (mode == ORDERED) {
         long long mine = (long long)(want / (uint64_t)f->view.etype_size), below = 0;
         int rank = 0;

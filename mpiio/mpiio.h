@@ -122,7 +122,8 @@ void extents_free(extents_t *e);
 /* ---- files.c ---- */
 typedef struct pfile {
     MPI_File fh;
-    MPI_Comm comm;              /* the communicator the file was opened on */
+    MPI_Comm comm;              /* a duplicate of the file's communicator (own_comm) */
+    int own_comm;
     char name[PATH_MAX];        /* as the program named it */
     char path[PATH_MAX];        /* absolute, symbolic links resolved (for records) */
     int trace;                  /* MPIIO records go to libpatio_trace.so */
@@ -148,8 +149,10 @@ void files_remove(pfile_t *f);
 void files_each(void (*fn)(pfile_t *));
 
 /* ---- serve.c ---- */
-/* At MPI_File_open (collective): decides, across `comm`, whether `f` is served. */
-void serve_open(pfile_t *f, int amode);
+/* This rank's container for file `name` opened with `amode`, or NULL (not registered,
+ * opened for writing, or not servable: one warning). The ranks then agree. */
+PatioReorgFile *serve_try(const char *name, int amode);
+void serve_release(PatioReorgFile *h);
 /* Reads `count` × `dt` at view data byte `b` from the container into `buf`. 0 and
  * *bytes set, or -1 (one warning; serving stops for the file and the caller reads the
  * original). `ext` receives the file extents (for tracing). */

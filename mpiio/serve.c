@@ -3,9 +3,9 @@
  *
  * At MPI_File_open of a file opened without write access the layer asks
  * libpatio_reorg.so whether the file is registered and current (patio_reorg_open), and
- * the ranks of the file's communicator agree (one allreduce): either every rank serves
- * the file or none does, so a collective read never has some ranks inside MPI and
- * others not. A file opened for writing is never served: its writes go to the original,
+ * the ranks of the file's communicator agree (interpose.c, one allreduce): either every
+ * rank serves the file or none does, so a collective read never has some ranks inside
+ * MPI and others not. A file opened for writing is never served: its writes go to the original,
  * which makes the container stale (patio's file-version rule) for the next open.
  *
  * libpatio_reorg.so is loaded with dlopen from $PATIO_REORG_LIB, or else from the
@@ -77,29 +77,26 @@ static const char *reason(const char *name, const char *msg)
     return strncmp(msg, name, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ' ? msg + n + 2 : msg;
 }
 
-void serve_open(pfile_t *f, int amode)
+PatioReorgFile *serve_try(const char *name, int amode)
 {
     if (amode & (MPI_MODE_WRONLY | MPI_MODE_RDWR))
-        return; /* writes go to the original; its new version makes the container stale */
+        return NULL; /* writes go to the original; its new version makes the container stale */
     PatioReorgFile *h = NULL;
-    int mine = 0;
     if (load_reorg()) {
         char msg[512] = "";
-        int r = R.open(strip_prefix(f->name), &h, msg, sizeof msg);
-        if (r == PATIO_REORG_SERVED)
-            mine = 1;
-        else if (r == PATIO_REORG_BYPASSED || r == PATIO_REORG_ERROR)
-            mpiio_warn("%s: %s; reading the original", f->name, reason(f->name, msg));
+        int r = R.open(strip_prefix(name), &h, msg, sizeof msg);
+        if (r == PATIO_REORG_BYPASSED || r == PATIO_REORG_ERROR)
+            mpiio_warn("%s: %s; reading the original", name, reason(name, msg));
+        if (r != PATIO_REORG_SERVED)
+            h = NULL;
     }
-    int all = mine;
-    if (P(Allreduce)(&mine, &all, 1, H.int_, H.min, f->comm) != MPI_SUCCESS)
-        all = 0;
-    if (all) {
-        f->served = h;
-        f->serving = 1;
-    } else if (h) {
+    return h;
+}
+
+void serve_release(PatioReorgFile *h)
+{
+    if (h)
         R.close(h);
-    }
 }
 
 void serve_close(pfile_t *f)

@@ -1,7 +1,8 @@
 /*
  * types_reader — reads FILE through file views built from every kind of derived
  * datatype, one --case at a time, so that a run with and without the MPI-IO layer can
- * be compared byte for byte. Rank r sets the view (displacement depends on r), reads
+ * be compared byte for byte. FILE is opened on a communicator freed right after the
+ * open. Rank r sets the view (displacement depends on r), reads
  * 3½ filetypes' worth with MPI_File_read_all, then reads on with MPI_File_read (one
  * filetype's worth a call, into every other etype of a vector memory datatype) until
  * the end of the file (the last read short). It writes the buffers, in order, to
@@ -83,7 +84,11 @@ int main(int argc, char **argv)
     int rank, size;
     start(&argc, &argv, "types_reader FILE --case CASE [--dump DIR]", &rank, &size);
     const char *c = opt(argc, argv, "--case", "hvector");
-    MPI_File fh = open_or_die(MPI_COMM_WORLD, argv[1], MPI_MODE_RDONLY);
+    /* the file outlives the communicator it was opened on (MPI allows freeing it) */
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_File fh = open_or_die(comm, argv[1], MPI_MODE_RDONLY);
+    MPI_Comm_free(&comm);
     MPI_Datatype etype, ft;
     MPI_Offset disp;
     ft = filetype(c, rank, size, &etype, &disp);
