@@ -161,28 +161,29 @@ static int fallback(pfile_t *f, int base, MPI_Offset off, void *buf, int count, 
     return MPI_SUCCESS;
 }
 
-/* View data byte where a passed-through call starts. */
+/* View data byte where a passed-through call starts; -1 when unknown. An ordered call
+ * takes part in the exscan on every rank whatever else fails (it is collective). */
 static int start_of(pfile_t *f, int base, MPI_Offset off, uint64_t want, uint64_t *b)
 {
     MPI_Offset at = off;
-    int mode = mode_of(base);
+    int mode = mode_of(base), ok = 1;
+    long long below = 0;
+    if (mode == ORDERED) {
+        long long mine = (long long)(want / (uint64_t)f->view.etype_size);
+        int rank = 0;
+        ok = f->own_comm &&
+             P(Exscan)(&mine, &below, 1, H.long_long, H.sum, f->comm) == MPI_SUCCESS &&
+             P(Comm_rank)(f->comm, &rank) == MPI_SUCCESS;
+        if (rank == 0)
+            below = 0; /* MPI_Exscan leaves rank 0's result undefined */
+    }
     if (mode == INDIV && P(File_get_position)(f->fh, &at) != MPI_SUCCESS)
-        return -1;
+        ok = 0;
     if ((mode == SHARED || mode == ORDERED) &&
         P(File_get_position_shared)(f->fh, &at) != MPI_SUCCESS)
-        return -1;
-    if (mode == ORDERED && !f->own_comm)
-        return -1;
-    if (mode == ORDERED) {
-        long long mine = (long long)(want / (uint64_t)f->view.etype_size), below = 0;
-        int rank = 0;
-        if (P(Exscan)(&mine, &below, 1, H.long_long, H.sum, f->comm) != MPI_SUCCESS)
-            return -1;
-        P(Comm_rank)(f->comm, &rank);
-        at += rank ? below : 0;
-    }
-    *b = (uint64_t)at * (uint64_t)f->view.etype_size;
-    return 0;
+        ok = 0;
+    *b = (uint64_t)(at + below) * (uint64_t)f->view.etype_size;
+    return ok && f->view_ok ? 0 : -1;
 }
 
 int mpiio_io(int call, MPI_File fh, MPI_Offset off, const void *buf, int count, MPI_Datatype dt,
@@ -201,7 +202,7 @@ int mpiio_io(int call, MPI_File fh, MPI_Offset off, const void *buf, int count, 
         return rc;
     }
     f->passed_calls++;
-    if (!f->trace || !f->view_ok) {
+    if (!f->trace || (!f->view_ok && mode != ORDERED)) {
         rc = real_call(call, fh, off, buf, count, dt, st, req);
         mpiio_depth--;
         return rc;
