@@ -8,6 +8,9 @@
 #   * the Python extension `patio._native` installed into the venv via `maturin develop`
 #   * the LD_PRELOAD tracer capture/libpatio_trace.so (make), installed as
 #     .venv/lib/patio/libpatio_trace.so where `patio trace` finds it
+#   * the MPI-IO layer mpiio/libpatio_mpiio.so (make, with mpicc) and the C libraries it
+#     loads (libpatio_reorg.so: reorganized files; libpatio_prefetch.so: the prefetch
+#     engine), installed beside the tracer
 #
 # Environment overrides:
 #   PATIO_PYTHON       interpreter used to create the venv (default: /usr/bin/python3 if
@@ -27,7 +30,7 @@ MIN_RUST="1.87"
 APT_PACKAGES=(
     build-essential pkg-config python3 python3-venv python3-dev xz-utils zstd
     curl ca-certificates git libfuse3-dev fuse3 fio
-    openmpi-bin libopenmpi-dev
+    openmpi-bin libopenmpi-dev pnetcdf-bin
 )
 
 say() { printf '==> %s\n' "$*"; }
@@ -191,8 +194,9 @@ build_all() {
 
     local locked=()
     [[ -f "$REPO/Cargo.lock" ]] && locked=(--locked)
-    say "building patio CLI and the layout core's C library (cargo build --release${locked[*]:+ ${locked[*]}} -p patio-cli -p patio-layout)"
-    cargo build --release "${locked[@]}" -p patio-cli -p patio-layout
+    local crates=(-p patio-cli -p patio-layout -p patio-reorg -p patio-prefetch)
+    say "building patio CLI and the C libraries (cargo build --release${locked[*]:+ ${locked[*]}} ${crates[*]})"
+    cargo build --release "${locked[@]}" "${crates[@]}"
 
     local target_dir="${CARGO_TARGET_DIR:-$REPO/target}"
     [[ -x "$target_dir/release/patio" ]] || die "expected binary $target_dir/release/patio not found after build"
@@ -200,6 +204,7 @@ build_all() {
     say "linked $VENV/bin/patio -> $target_dir/release/patio"
 
     build_tracer
+    build_mpiio "$target_dir"
 
     # maturin develop always recompiles the cdylib and re-runs pip, so skip it when nothing
     # it depends on changed since the last successful run (PATIO_FORCE_BUILD=1 forces it).
@@ -230,12 +235,25 @@ build_all() {
 # is replaced only when it differs.
 build_tracer() {
     make -s -C "$REPO/capture"
-    local lib="$REPO/capture/libpatio_trace.so" dest="$VENV/lib/patio/libpatio_trace.so"
+    install_if_changed "$REPO/capture/libpatio_trace.so" "$VENV/lib/patio/libpatio_trace.so"
+}
+
+# The MPI-IO layer and the library of reorganized files it loads from its own directory.
+build_mpiio() {
+    local target_dir="$1"
+    make -s -C "$REPO/mpiio"
+    install_if_changed "$target_dir/release/libpatio_reorg.so" "$VENV/lib/patio/libpatio_reorg.so"
+    install_if_changed "$target_dir/release/libpatio_prefetch.so" "$VENV/lib/patio/libpatio_prefetch.so"
+    install_if_changed "$REPO/mpiio/libpatio_mpiio.so" "$VENV/lib/patio/libpatio_mpiio.so"
+}
+
+install_if_changed() {
+    local lib="$1" dest="$2"
     if cmp -s "$lib" "$dest"; then
-        say "tracer $dest: up to date"
+        say "$dest: up to date"
     else
         install -D -m 0755 "$lib" "$dest"
-        say "installed tracer $dest"
+        say "installed $dest"
     fi
 }
 

@@ -5,7 +5,10 @@
 #   site-packages/patio/           the Python package with the patio._native extension
 #   lib/patio/libpatio_trace.so    the LD_PRELOAD tracer `patio trace` uses
 #   lib/patio/libpatio_layout.so   the layout core's C ABI
-#   include/patio/patio_layout.h   its header
+#   lib/patio/libpatio_reorg.so    the C ABI of reorganized files
+#   lib/patio/libpatio_prefetch.so the prefetch engine's C ABI
+#   lib/patio/libpatio_mpiio.so    the MPI-IO layer (`patio run --mpiio`)
+#   include/patio/patio_layout.h, patio_reorg.h, patio_prefetch.h   their headers
 # The binary finds the interpreter, the tracer and the package relative to where it is
 # installed (crates/patio-cli/src/install.rs). Run on a fresh machine: it sets up first.
 #
@@ -34,8 +37,13 @@ rm -rf "$stage"
 install -d "$stage/scripts" "$stage/data/lib/patio" "$stage/data/include/patio"
 objcopy --strip-debug "$target_dir/release/patio" "$stage/scripts/patio"
 objcopy --strip-debug "$target_dir/release/libpatio_layout.so" "$stage/data/lib/patio/libpatio_layout.so"
+objcopy --strip-debug "$target_dir/release/libpatio_reorg.so" "$stage/data/lib/patio/libpatio_reorg.so"
+objcopy --strip-debug "$target_dir/release/libpatio_prefetch.so" "$stage/data/lib/patio/libpatio_prefetch.so"
 install -m 0755 "$REPO/capture/libpatio_trace.so" "$stage/data/lib/patio/libpatio_trace.so"
-install -m 0644 "$REPO/crates/patio-layout/include/patio_layout.h" "$stage/data/include/patio/"
+install -m 0755 "$REPO/mpiio/libpatio_mpiio.so" "$stage/data/lib/patio/libpatio_mpiio.so"
+install -m 0644 "$REPO/crates/patio-layout/include/patio_layout.h" \
+    "$REPO/crates/patio-reorg/include/patio_reorg.h" \
+    "$REPO/crates/patio-prefetch/include/patio_prefetch.h" "$stage/data/include/patio/"
 chmod 0755 "$stage/scripts/patio"
 
 install -d "$OUT"

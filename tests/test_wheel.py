@@ -65,7 +65,12 @@ def test_wheel_holds_every_part(installed: Path) -> None:
         "/scripts/patio",
         "/data/lib/patio/libpatio_trace.so",
         "/data/lib/patio/libpatio_layout.so",
+        "/data/lib/patio/libpatio_reorg.so",
+        "/data/lib/patio/libpatio_mpiio.so",
+        "/data/lib/patio/libpatio_prefetch.so",
         "/data/include/patio/patio_layout.h",
+        "/data/include/patio/patio_reorg.h",
+        "/data/include/patio/patio_prefetch.h",
         "patio/__init__.py",
         "patio/h5.py",
     ):
