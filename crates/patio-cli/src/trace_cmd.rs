@@ -123,25 +123,7 @@ pub fn run(args: Args) -> Result<()> {
 /// the invoked `patio` belongs to (the venv's `.venv/lib/patio/` in a checkout, where
 /// setup.sh installs it), else the `capture/` directory of the checkout it runs from.
 fn tracer_library() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("PATIO_PRELOAD") {
-        let p = PathBuf::from(p);
-        if !p.is_file() {
-            bail!("PATIO_PRELOAD={} does not exist", p.display());
-        }
-        return absolute(&p);
-    }
-    let candidates = crate::install::library_candidates(LIBRARY, "capture");
-    match candidates.iter().find(|c| c.is_file()) {
-        Some(found) => absolute(found),
-        None => bail!(
-            "the tracer library {LIBRARY} was not found (looked at {}); reinstall patio, run scripts/setup.sh in a checkout, or set PATIO_PRELOAD",
-            candidates
-                .iter()
-                .map(|c| c.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
+    crate::install::find_library(LIBRARY, "capture", "PATIO_PRELOAD")
 }
 
 /// The MPI-IO layer to preload with `tracer`: beside it (an installation's
