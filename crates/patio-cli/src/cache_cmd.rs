@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub struct CacheArgs {
     /// Directory whose files the mount serves (a parallel file system in real use).
     #[arg(value_name = "SOURCE_DIR")]
@@ -75,6 +75,8 @@ pub struct CacheArgs {
     /// Write the counters as JSON to FILE when the mount ends.
     #[arg(long, value_name = "FILE")]
     stats_json: Option<PathBuf>,
+    #[command(flatten)]
+    log: crate::logging::LogArg,
     /// Let other users use the mount too (FUSE allow_other). A non-root user needs
     /// `user_allow_other` in /etc/fuse.conf.
     #[arg(long)]
@@ -222,6 +224,7 @@ fn summary_json(
 }
 
 pub fn mount(args: CacheArgs) -> Result<()> {
+    args.log.apply()?;
     let cfg = config(&args)?;
     let store = args.store.config()?;
     let req = CacheMount {
@@ -250,7 +253,18 @@ pub fn mount(args: CacheArgs) -> Result<()> {
         describe_store(store.as_ref())
     );
     let mut notify = notifier("caching", &req.source, &req.mountpoint, &what);
-    let summary = segcache::run(&req, &mut notify)?;
+    let live = {
+        let (a, c, st) = (args.clone(), cfg.clone(), store.clone());
+        let (w, mnt) = (what.clone(), req.mountpoint.clone());
+        crate::mount_stat::renderer(
+            "cache",
+            &req.source,
+            &req.mountpoint,
+            move |s| summary_json(&a, &c, st.as_ref(), s),
+            move |s| render(s, &mnt, &w),
+        )
+    };
+    let summary = segcache::run(&req, &mut notify, Some(live))?;
     let json = summary_json(&args, &cfg, store.as_ref(), &summary);
     write_stats(args.stats_json.as_deref(), &json)?;
     eprint!("{}", render(&summary, &req.mountpoint, &what));
@@ -351,7 +365,11 @@ fn render(s: &CacheSummary, mountpoint: &Path, what: &str) -> String {
         lines.push(("cache off", d.clone()));
     }
     let width = lines.iter().map(|l| l.0.len()).max().unwrap_or(0);
-    let mut out = format!("patio: {} unmounted ({what})\n", mountpoint.display());
+    let mut out = format!(
+        "patio: {} {} ({what})\n",
+        mountpoint.display(),
+        ended_text(s.ended)
+    );
     for (k, v) in lines {
         out += &format!("  {k:<width$}  {v}\n");
     }

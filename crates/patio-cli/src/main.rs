@@ -10,7 +10,10 @@ mod counters;
 mod generic;
 mod install;
 mod load;
+mod logging;
 mod mount;
+mod mount_json;
+mod mount_stat;
 mod python;
 mod query;
 mod reorg;
@@ -36,6 +39,11 @@ use std::process::ExitCode;
     after_help = "Examples:\n  patio analyze run.darshan --plot run.png   report every stream's pattern and draw it\n  patio analyze trace.csv --json             the same as JSON\n  patio convert run.darshan -o run.ptrace    keep a compact native copy of a trace\n  patio bench lookup                         pattern map vs extent table\n\nDocumentation: `patio COMMAND --help`; man pages with `patio man --out DIR`; docs/CLI.md in the source"
 )]
 struct Cli {
+    /// More diagnostics on stderr (or a mount's --log file): -v info, -vv debug,
+    /// -vvv trace. Without it, the level of PATIO_LOG (off, error, warn, info, debug,
+    /// trace; default warn).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -92,6 +100,10 @@ fn exit_code(result: anyhow::Result<u8>) -> ExitCode {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = logging::init(cli.verbose) {
+        eprintln!("patio: error: {e:#}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Amr(args) => return exit_code(python::exec_helper("amr", &args)),
         Command::Analyze(args) => analyze::run(args),

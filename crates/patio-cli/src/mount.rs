@@ -5,9 +5,14 @@
 //! reports its counters when the mount ends; `patio mount container` stores the files
 //! made under the mount as pattern-indexed containers in a backend directory
 //! (patio-fs's container mount) and reports what it wrote when the mount ends;
-//! `patio mount cache` (in `cache_cmd`) caches reads in grouped segments.
+//! `patio mount cache` (in `cache_cmd`) caches reads in grouped segments. Every
+//! mount publishes its counters while it runs (`patio mount stat`, in `mount_stat`)
+//! and writes its log lines where `--log` says (`logging`).
 
 use crate::counters::{aligned, CountersJson};
+use crate::logging::LogArg;
+use crate::mount_json::{ContainerStatsJson, TraceStatsJson};
+use crate::mount_stat::renderer;
 use crate::size_arg::{resolve, Size};
 use crate::store_args::{describe_store, StoreArgs, StoreJson};
 use anyhow::{bail, Context, Result};
@@ -134,6 +139,19 @@ pub enum MountCommand {
         after_help = "Examples:\n  patio mount cache /pfs/data /mnt/c --cache-dir /local/patio-cache --store hdd &\n  ./app /mnt/c/input.dat\n  fusermount3 -u /mnt/c              # prints the counters\n  patio cache stat /local/patio-cache"
     )]
     Cache(crate::cache_cmd::CacheArgs),
+    /// Show the counters of a running mount without unmounting it.
+    ///
+    /// Every mount (trace, prefetch, cache, container) rewrites its counters once a
+    /// second to a stats file in a private directory of the user who mounted
+    /// ($XDG_RUNTIME_DIR/patio, else $TMPDIR/patio-UID); this reads that file, so it
+    /// answers even while the mount is busy. Run it as that user, on the machine of
+    /// the mount. With --json it prints the object the mount writes to --stats-json
+    /// when it ends ("ended": "running"). Exit status 1 when MOUNTPOINT is not a
+    /// running patio mount.
+    #[command(
+        after_help = "Examples:\n  patio mount prefetch data/ /mnt/pf --policy pattern &\n  patio mount stat /mnt/pf\n  watch -n1 patio mount stat /mnt/pf\n  patio mount stat /mnt/pf --json | jq .hits"
+    )]
+    Stat(crate::mount_stat::StatArgs),
 }
 
 #[derive(clap::Args)]
@@ -147,6 +165,11 @@ pub struct TraceArgs {
     /// Trace file written when the mount ends (.csv for CSV, anything else native).
     #[arg(long = "output", short, value_name = "TRACE", alias = "out")]
     out: PathBuf,
+    /// Write the counters as JSON to FILE when the mount ends.
+    #[arg(long, value_name = "FILE")]
+    stats_json: Option<PathBuf>,
+    #[command(flatten)]
+    log: LogArg,
     /// Let other users use the mount too (FUSE allow_other; permission checks stay the
     /// kernel's, against the source's owners and modes). A non-root user needs
     /// `user_allow_other` in /etc/fuse.conf.
@@ -154,7 +177,7 @@ pub struct TraceArgs {
     allow_other: bool,
 }
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub struct PrefetchArgs {
     /// Directory whose files the mount serves.
     #[arg(value_name = "SOURCE_DIR")]
@@ -189,6 +212,8 @@ pub struct PrefetchArgs {
     /// Write the counters as JSON to FILE when the mount ends.
     #[arg(long, value_name = "FILE")]
     stats_json: Option<PathBuf>,
+    #[command(flatten)]
+    log: LogArg,
     /// Let other users use the mount too (FUSE allow_other; permission checks stay the
     /// kernel's). A non-root user needs `user_allow_other` in /etc/fuse.conf.
     #[arg(long)]
@@ -241,6 +266,11 @@ pub struct ContainerArgs {
     /// No background compaction (`patio container compact` still works).
     #[arg(long)]
     no_compact: bool,
+    /// Write the counters as JSON to FILE when the mount ends.
+    #[arg(long, value_name = "FILE")]
+    stats_json: Option<PathBuf>,
+    #[command(flatten)]
+    log: LogArg,
 }
 
 /// A ratio of at least 1 (a container cannot be smaller than its live data).
@@ -257,11 +287,17 @@ pub fn run(cmd: MountCommand) -> Result<()> {
         MountCommand::Trace(args) => trace(args),
         MountCommand::Prefetch(args) => prefetch_mount(args),
         MountCommand::Cache(args) => crate::cache_cmd::mount(args),
+        MountCommand::Stat(args) => match crate::mount_stat::run(args)? {
+            0 => Ok(()),
+            code => std::process::exit(code.into()),
+        },
     }
 }
 
 fn trace(args: TraceArgs) -> Result<()> {
     crate::retired::warn_if_given("--out", "--output");
+    args.log.apply()?;
+    check_stats_output(args.stats_json.as_deref(), &args.mountpoint)?;
     let req = TraceMount {
         source: args.source,
         mountpoint: args.mountpoint,
@@ -281,19 +317,53 @@ fn trace(args: TraceArgs) -> Result<()> {
             eprintln!("patio: {msg}");
         }
     };
-    let summary = tracing::run(&req, &mut notify)?;
-    let how = match summary.ended {
-        Ended::Signal(_) => "unmounted",
-        Ended::Unmounted => "unmounted externally",
-        Ended::Detached => "detached lazily",
-    };
+    let (out, out_shown, mnt) = (req.out.clone(), req.out.clone(), req.mountpoint.clone());
+    let live = renderer(
+        "trace",
+        &req.source,
+        &req.mountpoint,
+        move |s| serde_json::json!(TraceStatsJson::new(&out, s)),
+        move |s| render_trace(&TraceStatsJson::new(&out_shown, s), &mnt),
+    );
+    let summary = tracing::run(&req, &mut notify, Some(live))?;
+    let json = TraceStatsJson::new(&req.out, &summary);
+    write_stats(args.stats_json.as_deref(), &json)?;
     eprintln!(
-        "patio: {} {how}; wrote {}: {} requests in {} streams",
+        "patio: {} {}; wrote {}: {} requests in {} streams",
         req.mountpoint.display(),
+        json.ended,
         req.out.display(),
         summary.requests,
         summary.streams
     );
+    Ok(())
+}
+
+/// The live report of a trace mount.
+fn render_trace(j: &TraceStatsJson, mountpoint: &Path) -> String {
+    use crate::report::{grouped, human_bytes};
+    let lines = vec![
+        ("requests", grouped(j.requests)),
+        ("streams", grouped(j.streams)),
+        ("files", grouped(j.files)),
+        ("bytes", human_bytes(j.bytes)),
+    ];
+    let head = format!(
+        "patio: {} {} (recording into {})\n",
+        mountpoint.display(),
+        j.ended,
+        j.output
+    );
+    head + &aligned(&lines, "  ")
+}
+
+/// `--stats-json` of a mount that does not check its outputs itself: writable, and
+/// outside the mount point.
+fn check_stats_output(path: Option<&Path>, mountpoint: &Path) -> Result<()> {
+    if let Some(p) = path {
+        let mnt = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+        patio_fs::check_output(p, &mnt, "--stats-json", "statistics")?;
+    }
     Ok(())
 }
 
@@ -402,10 +472,12 @@ pub fn ended_text(e: Ended) -> &'static str {
         Ended::Signal(_) => "unmounted",
         Ended::Unmounted => "unmounted externally",
         Ended::Detached => "detached lazily",
+        Ended::Running => "running",
     }
 }
 
 fn prefetch_mount(args: PrefetchArgs) -> Result<()> {
+    args.log.apply()?;
     let kind: PolicyKind = args.policy.parse()?;
     let model = args
         .model
@@ -453,7 +525,23 @@ fn prefetch_mount(args: PrefetchArgs) -> Result<()> {
     };
     let what = format!("policy {kind}, {mode}, {}", describe_store(store.as_ref()));
     let mut notify = notifier("prefetching", &req.source, &req.mountpoint, &what);
-    let summary = prefetch::run(&req, &mut notify)?;
+    let live = {
+        let (args, store, what, mnt) = (
+            args.clone(),
+            store.clone(),
+            what.clone(),
+            req.mountpoint.clone(),
+        );
+        let (json_args, json_store) = (args.clone(), store.clone());
+        renderer(
+            "prefetch",
+            &req.source,
+            &req.mountpoint,
+            move |s| serde_json::json!(MountStatsJson::new(&json_args, json_store.as_ref(), s)),
+            move |s| render(&MountStatsJson::new(&args, store.as_ref(), s), &what, &mnt),
+        )
+    };
+    let summary = prefetch::run(&req, &mut notify, Some(live))?;
     let json = MountStatsJson::new(&args, store.as_ref(), &summary);
     write_stats(args.stats_json.as_deref(), &json)?;
     eprint!("{}", render(&json, &what, &req.mountpoint));
@@ -491,7 +579,9 @@ fn render(j: &MountStatsJson, what: &str, mountpoint: &Path) -> String {
 }
 
 fn container_mount(args: ContainerArgs) -> Result<()> {
+    args.log.apply()?;
     let index = IndexMode::parse(&args.index)?;
+    check_stats_output(args.stats_json.as_deref(), &args.mountpoint)?;
     let req = ContainerMount {
         backend: args.backend,
         mountpoint: args.mountpoint,
@@ -519,7 +609,19 @@ fn container_mount(args: ContainerArgs) -> Result<()> {
             eprintln!("patio: {msg}");
         }
     };
-    let summary = container::run(&req, &mut notify)?;
+    let mnt = req.mountpoint.clone();
+    let live = renderer(
+        "container",
+        &req.backend,
+        &req.mountpoint,
+        move |s| serde_json::json!(ContainerStatsJson::new(index, s)),
+        move |s| render_container(s, &mnt),
+    );
+    let summary = container::run(&req, &mut notify, Some(live))?;
+    write_stats(
+        args.stats_json.as_deref(),
+        &ContainerStatsJson::new(index, &summary),
+    )?;
     eprint!("{}", render_container(&summary, &req.mountpoint));
     Ok(())
 }

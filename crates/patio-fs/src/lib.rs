@@ -23,6 +23,8 @@
 //! * `fusekit` — what the passthrough and the container mount share: the inode
 //!   table, errno mapping, attributes, the owner and setgid rule for new entries,
 //!   handle and listing tables, `statfs`.
+//! * [`live`] — live statistics: a running mount rewrites a small stats file in a
+//!   per-user runtime directory every second (`patio mount stat`).
 //! * [`session`] — the mount lifecycle shared by every mount: checks of the source
 //!   directory and the mount point, mounting, waiting for SIGINT/SIGTERM/SIGHUP or an
 //!   external `fusermount3 -u`, and unmounting (lazily, on a second signal, when the
@@ -36,6 +38,7 @@ use std::path::{Path, PathBuf};
 
 pub mod container;
 mod fusekit;
+pub mod live;
 pub mod passthrough;
 pub mod prefetch;
 pub mod segcache;

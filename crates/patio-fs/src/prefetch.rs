@@ -33,6 +33,7 @@
 //! mode the kernel's page cache and its readahead sit in front and the policy sees
 //! page-cache misses and readahead chunks instead.
 
+use crate::live::{self, Render};
 use crate::passthrough::PassthroughFs;
 use crate::passthrough::{DataChange, FileId, FileReader, IoEvent, Observer, Options};
 use crate::session::{self, Ended, MountConfig};
@@ -208,6 +209,15 @@ impl Prefetcher {
     /// waste; returns the summary.
     pub fn finish(&self, ended: Ended) -> PrefetchSummary {
         let stats = self.inner.engine.quiesce();
+        self.summary(stats, ended)
+    }
+
+    /// The counters of the running mount, nothing cancelled (live statistics).
+    pub fn snapshot(&self) -> PrefetchSummary {
+        self.summary(self.inner.engine.stats(), Ended::Running)
+    }
+
+    fn summary(&self, stats: Stats, ended: Ended) -> PrefetchSummary {
         PrefetchSummary {
             counts: self.counts(),
             stats,
@@ -347,8 +357,13 @@ impl Observer for Prefetcher {
 
 /// Checks the inputs, mounts the prefetching passthrough, serves until the mount ends
 /// and returns the counters. `notify` receives one-line messages for the user while
-/// mounted.
-pub fn run(req: &PrefetchMount, notify: &mut dyn FnMut(&str)) -> Result<PrefetchSummary> {
+/// mounted; `live`, when given, publishes the counters while the mount runs
+/// ([`crate::live`]).
+pub fn run(
+    req: &PrefetchMount,
+    notify: &mut dyn FnMut(&str),
+    live: Option<Render<PrefetchSummary>>,
+) -> Result<PrefetchSummary> {
     check_policy(req.policy, req.model.as_deref())?;
     let source = session::check_source(&req.source)?;
     let mountpoint = session::check_mountpoint(&req.mountpoint, &source)?;
@@ -372,8 +387,13 @@ pub fn run(req: &PrefetchMount, notify: &mut dyn FnMut(&str)) -> Result<Prefetch
         allow_other: req.allow_other,
         ..MountConfig::default()
     };
-    let ended = session::serve(fs, &mountpoint, &cfg, notify)?;
-    Ok(prefetcher.finish(ended))
+    let publisher = {
+        let p = prefetcher.clone();
+        live::start(&mountpoint, live, move || p.snapshot())
+    };
+    let ended = session::serve(fs, &mountpoint, &cfg, notify);
+    drop(publisher);
+    Ok(prefetcher.finish(ended?))
 }
 
 #[cfg(test)]

@@ -64,6 +64,8 @@ pub enum Ended {
     /// Detached lazily on a second signal while busy; users that still had files open
     /// lose the file system when this process exits.
     Detached,
+    /// Not ended: the counters of a mount still serving (live statistics).
+    Running,
 }
 
 fn not_found_or(e: io::Error, what: &str, p: &Path) -> FsError {
@@ -255,6 +257,13 @@ pub fn serve<FS: Filesystem>(
             e,
         )
     })?;
+    log::info!(
+        "mounted {} on {} ({} serving threads{})",
+        cfg.fsname,
+        shown(mountpoint),
+        cfg.threads.max(1),
+        if cfg.allow_other { ", allow_other" } else { "" }
+    );
     notify(&format!("mounted on {}", shown(mountpoint)));
 
     let mut ended = Ended::Unmounted;
@@ -277,12 +286,14 @@ pub fn serve<FS: Filesystem>(
                 continue;
             }
             if busy {
+                log::info!("signal {sig} while busy: detaching {}", shown(mountpoint));
                 unmount(mountpoint, true)
                     .map_err(|e| FsError::io(format!("cannot detach {}", shown(mountpoint)), e))?;
                 ended = Ended::Detached;
                 detached_at = Some(Instant::now());
                 continue;
             }
+            log::info!("signal {sig}: unmounting {}", shown(mountpoint));
             match unmount(mountpoint, false) {
                 Ok(()) => ended = Ended::Signal(sig),
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
@@ -304,6 +315,7 @@ pub fn serve<FS: Filesystem>(
         std::thread::sleep(Duration::from_millis(20));
     }
     signals.handle().close();
+    log::info!("session on {} ended: {ended:?}", shown(mountpoint));
     session
         .join()
         .map_err(|e| FsError::io(format!("FUSE session on {}", shown(mountpoint)), e))?;

@@ -26,12 +26,13 @@
 //! complete one), and the journal is removed. If the journal cannot be written (a full
 //! disk) the mount goes on with the records in memory, as before journals existed.
 
+use crate::live::{self, Render};
 use crate::passthrough::{IoEvent, Observer, Options, PassthroughFs};
 use crate::session::{self, Ended, MountConfig};
 use crate::{shown, FsError, Result};
 use patio_core::trace::{Op, StreamKey, Trace};
 use patio_core::Detector;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -67,8 +68,11 @@ struct Rows {
     index: HashMap<Arc<str>, u32>,
     /// Records not yet in the journal (all of them without one).
     rows: Vec<Row>,
-    /// Records seen, journaled or not.
+    /// Records seen, journaled or not; the bytes they moved; their streams (file,
+    /// process, op).
     total: usize,
+    bytes: u64,
+    streams: HashSet<(u32, u32, Op)>,
     /// Thread id (what FUSE reports) → process id, as first seen.
     processes: HashMap<u32, u32>,
     journal: Option<Journal>,
@@ -164,6 +168,18 @@ impl Recorder {
         self.lock().total
     }
 
+    /// What was recorded so far (`Ended::Running`: live statistics).
+    pub fn snapshot(&self) -> TraceSummary {
+        let rows = self.lock();
+        TraceSummary {
+            requests: rows.total,
+            streams: rows.streams.len(),
+            files: rows.files.len(),
+            bytes: rows.bytes,
+            ended: Ended::Running,
+        }
+    }
+
     /// The records held in memory (everything recorded so far, without a journal).
     pub fn trace(&self) -> Trace {
         self.lock().trace()
@@ -220,6 +236,8 @@ impl Observer for Recorder {
             end_ns,
         });
         rows.total += 1;
+        rows.bytes += e.length;
+        rows.streams.insert((file, pid, e.op));
         if rows.rows.len() >= FLUSH_ROWS {
             rows.flush();
         }
@@ -295,12 +313,20 @@ pub struct TraceMount {
 pub struct TraceSummary {
     pub requests: usize,
     pub streams: usize,
+    /// Files requests were made to, and the bytes read and written.
+    pub files: usize,
+    pub bytes: u64,
     pub ended: Ended,
 }
 
 /// Checks the inputs, mounts the tracing passthrough, serves until the mount ends and
-/// writes the trace. `notify` receives one-line messages for the user while mounted.
-pub fn run(req: &TraceMount, notify: &mut dyn FnMut(&str)) -> Result<TraceSummary> {
+/// writes the trace. `notify` receives one-line messages for the user while mounted;
+/// `live`, when given, publishes the counters while the mount runs ([`crate::live`]).
+pub fn run(
+    req: &TraceMount,
+    notify: &mut dyn FnMut(&str),
+    live: Option<Render<TraceSummary>>,
+) -> Result<TraceSummary> {
     let source = session::check_source(&req.source)?;
     let mountpoint = session::check_mountpoint(&req.mountpoint, &source)?;
     check_out(&req.out, &mountpoint)?;
@@ -321,7 +347,12 @@ pub fn run(req: &TraceMount, notify: &mut dyn FnMut(&str)) -> Result<TraceSummar
             }
         })
     };
+    let publisher = {
+        let r = recorder.clone();
+        live::start(&mountpoint, live, move || r.snapshot())
+    };
     let served = session::serve(fs, &mountpoint, &cfg, notify);
+    drop(publisher);
     drop(stop);
     let _ = flusher.join();
     let ended = match served {
@@ -343,10 +374,12 @@ pub fn run(req: &TraceMount, notify: &mut dyn FnMut(&str)) -> Result<TraceSummar
     let trace = recorder.finish().map_err(keep)?;
     write_trace(&trace, &req.out).map_err(keep)?;
     let _ = fs::remove_file(&journal);
+    let seen = recorder.snapshot();
     Ok(TraceSummary {
         requests: trace.requests(),
         streams: trace.streams.len(),
         ended,
+        ..seen
     })
 }
 

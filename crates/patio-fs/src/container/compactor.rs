@@ -181,11 +181,19 @@ fn run_one(dir: &Path, force: bool, t: &Thresholds, c: &CompactionCounters) {
                 done.bytes_before.saturating_sub(done.bytes_after),
                 Ordering::Relaxed,
             );
+            log::info!(
+                "compacted {}: {} index logs replaced, {} bytes before, {} after",
+                dir.display(),
+                done.sources,
+                done.bytes_before,
+                done.bytes_after
+            );
         }
         Ok(_) => {}
         // Gone meanwhile (unlinked or renamed): nothing to report.
         Err(_) if !patio_container::layout::is_container(dir) => {}
         Err(e) => {
+            log::warn!("compaction of {} failed: {e}", dir.display());
             c.errors.fetch_add(1, Ordering::Relaxed);
             lock(&c.first_error).get_or_insert_with(|| e.to_string());
         }

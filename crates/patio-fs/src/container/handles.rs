@@ -151,6 +151,11 @@ impl Shared {
         if let Err(e) = sync_backend(&self.root) {
             self.fail(&e);
         }
+        self.summary(ended)
+    }
+
+    /// The counters so far (`Ended::Running` while the mount serves: live statistics).
+    pub(super) fn summary(&self, ended: Ended) -> ContainerSummary {
         let c = &self.counters;
         let k = &self.compactor.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Acquire);

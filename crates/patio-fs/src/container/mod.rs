@@ -96,6 +96,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
+use crate::live::{self, Render};
 use crate::session::{self, Ended, MountConfig};
 use crate::{shown, FsError, Result};
 use fuser::MountOption;
@@ -260,8 +261,13 @@ pub fn check_backend(p: &Path) -> Result<PathBuf> {
 }
 
 /// Mounts the container file system and serves it until the mount ends; then closes
-/// every writer still open and returns what was done.
-pub fn run(req: &ContainerMount, notify: &mut dyn FnMut(&str)) -> Result<ContainerSummary> {
+/// every writer still open and returns what was done. `live`, when given, publishes
+/// the counters while the mount runs ([`crate::live`]).
+pub fn run(
+    req: &ContainerMount,
+    notify: &mut dyn FnMut(&str),
+    live: Option<Render<ContainerSummary>>,
+) -> Result<ContainerSummary> {
     let (options, allow_other) = parse_options(&req.options)?;
     let backend = check_backend(&req.backend)?;
     let mountpoint = session::check_mountpoint(&req.mountpoint, &backend)?;
@@ -274,6 +280,11 @@ pub fn run(req: &ContainerMount, notify: &mut dyn FnMut(&str)) -> Result<Contain
         options,
         ..MountConfig::default()
     };
-    let ended = session::serve(fs, &mountpoint, &cfg, notify)?;
-    Ok(shared.finish(ended))
+    let publisher = {
+        let s = shared.clone();
+        live::start(&mountpoint, live, move || s.summary(Ended::Running))
+    };
+    let ended = session::serve(fs, &mountpoint, &cfg, notify);
+    drop(publisher);
+    Ok(shared.finish(ended?))
 }

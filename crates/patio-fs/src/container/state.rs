@@ -294,6 +294,7 @@ impl Shared {
     /// Counts a failed container operation and turns it into the errno to answer.
     pub(super) fn fail(&self, e: &ContainerError) -> Errno {
         self.counters.failures.fetch_add(1, Ordering::Relaxed);
+        log::warn!("container operation failed: {e}");
         let mut first = lock(&self.first_failure);
         if first.is_none() {
             *first = Some(e.to_string());

@@ -440,7 +440,7 @@ impl Cache {
         let mut st = lock(&self.state);
         if st.disabled.is_none() {
             let why = format!("{what}: {e}");
-            eprintln!("patio: cache switched off, reads go to SOURCE: {why}");
+            log::warn!("cache switched off, reads go to SOURCE: {why}");
             st.disabled = Some(why);
         }
         st.mem.clear();

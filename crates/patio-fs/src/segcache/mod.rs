@@ -33,6 +33,7 @@ use self::core::{lock, stat_of, Cache, CacheConfig, FileState, Policy, State};
 use self::stats::CacheStats;
 use self::store::SegmentFile;
 use self::table::{SegmentRec, Table, TableError};
+use crate::live::{self, Render};
 use crate::passthrough::{
     DataChange, FileId, FileReader, IoEvent, Observer, Options, PassthroughFs,
 };
@@ -310,7 +311,7 @@ impl Cache {
         }
         if let Err(e) = self.save() {
             lock(&self.state).dirty = true;
-            eprintln!("patio: cannot save the segment table: {e}");
+            log::warn!("cannot save the segment table: {e}");
         }
     }
 
@@ -499,8 +500,13 @@ impl CacheObserver {
     /// Ends the run: saves the table and returns the summary.
     pub fn finish(&self, ended: Ended, cold_reason: Option<String>) -> CacheSummary {
         if let Err(e) = self.cache.save() {
-            eprintln!("patio: cannot save the segment table: {e}");
+            log::warn!("cannot save the segment table: {e}");
         }
+        self.snapshot(ended, cold_reason)
+    }
+
+    /// The counters so far (`Ended::Running` while the mount serves); nothing saved.
+    pub fn snapshot(&self, ended: Ended, cold_reason: Option<String>) -> CacheSummary {
         let st = lock(&self.cache.state);
         CacheSummary {
             stats: st.stats.clone(),
@@ -616,8 +622,13 @@ impl Observer for CacheObserver {
 
 /// Checks the inputs, opens the cache directory, mounts, serves until the mount
 /// ends (rebuilding groups and saving the table in idle periods) and returns the
-/// counters. `notify` receives one-line messages for the user.
-pub fn run(req: &CacheMount, notify: &mut dyn FnMut(&str)) -> Result<CacheSummary> {
+/// counters. `notify` receives one-line messages for the user; `live`, when given,
+/// publishes the counters while the mount runs ([`crate::live`]).
+pub fn run(
+    req: &CacheMount,
+    notify: &mut dyn FnMut(&str),
+    live: Option<Render<CacheSummary>>,
+) -> Result<CacheSummary> {
     let source = session::check_source(&req.source)?;
     let mountpoint = session::check_mountpoint(&req.mountpoint, &source)?;
     if req.cache.policy != Policy::None {
@@ -668,7 +679,14 @@ pub fn run(req: &CacheMount, notify: &mut dyn FnMut(&str)) -> Result<CacheSummar
         fsname: "patio-cache".into(),
         ..MountConfig::default()
     };
+    let publisher = {
+        let (obs, cold) = (observer.clone(), cold.clone());
+        live::start(&mountpoint, live, move || {
+            obs.snapshot(Ended::Running, cold.clone())
+        })
+    };
     let ended = session::serve(fs, &mountpoint, &cfg, notify);
+    drop(publisher);
     stop.store(true, Ordering::Relaxed);
     let _ = idle.join();
     Ok(observer.finish(ended?, cold))

@@ -1,0 +1,134 @@
+//! Live statistics of running mounts: the content of the stats file every mount
+//! rewrites while it serves (patio-fs's `live` module places and rewrites it), and
+//! `patio mount stat MNT [--json]`, which reads it without touching the mount.
+//!
+//! The file is one JSON object: `mount` (kind, pid, source, mount point, when it was
+//! written), `stats` (exactly the object the mount writes to `--stats-json` when it
+//! ends, with `"ended": "running"`) and `text` (the report the mount prints when it
+//! ends, rendered by the mount itself so both read alike). `mount stat --json` prints
+//! `stats`, so one reader handles the at-unmount file and the live one.
+
+use anyhow::{Context, Result};
+use patio_fs::live::Render;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+#[derive(clap::Args)]
+pub struct StatArgs {
+    /// Mount point of a running patio mount (of this user, on this machine).
+    #[arg(value_name = "MOUNTPOINT")]
+    mountpoint: PathBuf,
+    /// Print the counters as JSON: the object `--stats-json` holds at unmount.
+    #[arg(long)]
+    json: bool,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The stats file's text for a mount of `kind` over `source` at `mountpoint`: `json`
+/// gives the counters' `--stats-json` object, `text` the report printed at unmount.
+pub fn renderer<S: 'static>(
+    kind: &'static str,
+    source: &Path,
+    mountpoint: &Path,
+    json: impl Fn(&S) -> Value + Send + 'static,
+    text: impl Fn(&S) -> String + Send + 'static,
+) -> Render<S> {
+    let source = std::fs::canonicalize(source).unwrap_or_else(|_| source.to_path_buf());
+    let mountpoint = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+    let pid = std::process::id();
+    Box::new(move |s: &S| {
+        let file = json!({
+            "mount": {
+                "kind": kind,
+                "pid": pid,
+                "source": source,
+                "mountpoint": mountpoint,
+                "updated_unix_ms": now_ms(),
+            },
+            "stats": json(s),
+            "text": text(s),
+        });
+        format!("{file}\n")
+    })
+}
+
+/// Whether process `pid` exists (it may be another user's).
+fn alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks.
+    pid > 0
+        && (unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+}
+
+/// The live statistics of the mount at `mnt`, or why there are none (one line).
+fn read(mnt: &Path) -> Result<std::result::Result<Value, String>> {
+    let shown = mnt.display();
+    let canonical = match std::fs::canonicalize(mnt) {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(format!("{shown}: {e}"))),
+    };
+    let path = patio_fs::live::stats_path(&canonical)?;
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Err(format!(
+                "{shown} is not a running patio mount of this user (no live statistics in {})",
+                path.parent().unwrap_or(&path).display()
+            )))
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let file: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => return Ok(Err(format!("{}: not a stats file ({e})", path.display()))),
+    };
+    let mount = &file["mount"];
+    if mount["mountpoint"].as_str() != canonical.to_str() {
+        return Ok(Err(format!(
+            "{shown} is not a running patio mount of this user ({} is about {})",
+            path.display(),
+            mount["mountpoint"]
+        )));
+    }
+    let pid = mount["pid"].as_i64().unwrap_or(0);
+    if !alive(pid as i32) {
+        return Ok(Err(format!(
+            "{shown} is not a running patio mount (its patio process {pid} has ended; \
+             `fusermount3 -u {shown}` if it is still mounted)"
+        )));
+    }
+    Ok(Ok(file))
+}
+
+/// `patio mount stat`: 0 with the counters printed, 1 when MNT is not a running mount.
+pub fn run(args: StatArgs) -> Result<u8> {
+    let file = match read(&args.mountpoint)? {
+        Ok(f) => f,
+        Err(why) => {
+            eprintln!("patio: {why}");
+            return Ok(1);
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&file["stats"])?);
+        return Ok(0);
+    }
+    let m = &file["mount"];
+    let age = now_ms().saturating_sub(m["updated_unix_ms"].as_u64().unwrap_or(0));
+    println!(
+        "patio mount {} of {} (pid {}; counters of {:.1} s ago)",
+        m["kind"].as_str().unwrap_or("?"),
+        m["source"].as_str().unwrap_or("?"),
+        m["pid"],
+        age as f64 / 1000.0
+    );
+    print!("{}", file["text"].as_str().unwrap_or(""));
+    Ok(0)
+}

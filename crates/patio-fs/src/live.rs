@@ -1,0 +1,196 @@
+//! Live statistics of a running mount: while a mount serves, a publisher thread
+//! rewrites a small stats file every second, and `patio mount stat MNT` reads it.
+//!
+//! Why a file in a per-user runtime directory, not a control file inside the mount:
+//! reading it never goes through the FUSE daemon, so it answers while the mount is
+//! busy or stuck; it does not show up in listings of the mount or collide with a
+//! source file of the same name; and only the user who mounted can read it (the
+//! directory is 0700), even on an `allow_other` mount shared with other users.
+//!
+//! Where: `$XDG_RUNTIME_DIR/patio/` when that is set (the login session's private
+//! directory), else `$TMPDIR/patio-UID/` (or `/tmp/patio-UID/`, which must be this
+//! user's and not a symbolic link). The file is `mount-HASH.json`, HASH a hash of the
+//! mount point's canonical path (the file also records the path, so a reader checks
+//! it). Each rewrite goes to a temporary file renamed over the old one, so a reader
+//! sees a whole file or the one before; the file is removed when the mount ends.
+//! What the file holds is the caller's text (the CLI's format); this module only
+//! places, rewrites and removes it.
+
+use crate::{shown, FsError, Result};
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How often a running mount rewrites its stats file.
+pub const EVERY: Duration = Duration::from_secs(1);
+
+/// What a mount publishes: its counters so far, rendered as the stats file's text.
+pub type Render<S> = Box<dyn Fn(&S) -> String + Send>;
+
+/// The per-user directory of stats files (created 0700 when missing).
+pub fn runtime_dir() -> Result<PathBuf> {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => PathBuf::from(d).join("patio"),
+        None => std::env::temp_dir().join(format!("patio-{uid}")),
+    };
+    match fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(FsError::io(format!("runtime directory {}", shown(&dir)), e)),
+    }
+    let meta = fs::symlink_metadata(&dir)
+        .map_err(|e| FsError::io(format!("runtime directory {}", shown(&dir)), e))?;
+    if !meta.is_dir() || meta.uid() != uid {
+        return Err(FsError::Invalid(format!(
+            "runtime directory {} is not a directory of this user",
+            shown(&dir)
+        )));
+    }
+    Ok(dir)
+}
+
+/// The stats file of the mount at `mountpoint` (a canonical path).
+pub fn stats_path(mountpoint: &Path) -> Result<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    // FNV-1a, 64 bits: stable across builds and machines.
+    let hash = mountpoint
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    Ok(runtime_dir()?.join(format!("mount-{hash:016x}.json")))
+}
+
+/// Replaces `path` with `text` atomically (a temporary file beside it, renamed).
+fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    drop(f);
+    fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = fs::remove_file(&tmp);
+    })
+}
+
+/// A running publisher: rewrites the stats file every [`EVERY`] until dropped, then
+/// removes it.
+pub struct Publisher {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+    path: PathBuf,
+}
+
+impl Publisher {
+    /// Starts publishing `text()` for the mount at `mountpoint` (canonical); the first
+    /// file is written before this returns.
+    pub fn start(
+        mountpoint: &Path,
+        text: impl Fn() -> String + Send + 'static,
+    ) -> Result<Publisher> {
+        let path = stats_path(mountpoint)?;
+        write_atomic(&path, &text()).map_err(|e| {
+            FsError::io(format!("cannot write live statistics {}", shown(&path)), e)
+        })?;
+        let (stop, stopped) = mpsc::channel::<()>();
+        let file = path.clone();
+        let thread = std::thread::spawn(move || {
+            let mut failed = false;
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(EVERY) {
+                match write_atomic(&file, &text()) {
+                    Ok(()) => failed = false,
+                    Err(e) if !failed => {
+                        log::warn!("cannot write live statistics {}: {e}", shown(&file));
+                        failed = true;
+                    }
+                    Err(_) => {}
+                }
+            }
+        });
+        log::debug!("live statistics in {}", shown(&path));
+        Ok(Publisher {
+            stop: Some(stop),
+            thread: Some(thread),
+            path,
+        })
+    }
+
+    /// Where the stats file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// Starts a publisher of `render(snapshot())` when the caller asked for one (`render`
+/// given); a publisher that cannot start is reported and the mount goes on without.
+pub(crate) fn start<S: 'static>(
+    mountpoint: &Path,
+    render: Option<Render<S>>,
+    snapshot: impl Fn() -> S + Send + 'static,
+) -> Option<Publisher> {
+    let render = render?;
+    match Publisher::start(mountpoint, move || render(&snapshot())) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            log::warn!("no live statistics for `patio mount stat`: {e}");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    #[test]
+    fn a_publisher_rewrites_its_file_and_removes_it_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        std::env::set_var("XDG_RUNTIME_DIR", dir.path());
+        let n = Arc::new(AtomicU64::new(0));
+        let counter = n.clone();
+        let mnt = Path::new("/some/mount point");
+        let p = Publisher::start(mnt, move || {
+            format!("{}", counter.fetch_add(1, Ordering::Relaxed))
+        })
+        .unwrap();
+        let path = p.path().to_path_buf();
+        assert_eq!(path, stats_path(mnt).unwrap());
+        assert!(path.starts_with(dir.path().join("patio")));
+        assert_eq!(fs::read_to_string(&path).unwrap(), "0");
+        std::thread::sleep(EVERY + Duration::from_millis(300));
+        assert_eq!(fs::read_to_string(&path).unwrap(), "1");
+        assert_ne!(stats_path(Path::new("/some/mount")).unwrap(), path);
+        let mode = fs::metadata(dir.path().join("patio")).unwrap().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        drop(p);
+        assert!(!path.exists());
+        let left: Vec<_> = fs::read_dir(dir.path().join("patio")).unwrap().collect();
+        assert!(left.is_empty(), "no temporary file is left");
+    }
+}
