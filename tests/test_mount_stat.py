@@ -51,8 +51,7 @@ class AnyMount(PatioMount):
         """Some I/O through the mount: a whole read, or (container) a written file."""
         if self.kind == "container":
             with open(self.mnt / "out.bin", "ab") as f:
-                for _ in range(16):
-                    f.write(b"x" * 4096)
+                f.writelines(b"x" * 4096 for _ in range(16))
         else:
             with open(self.mnt / "data.bin", "rb", buffering=0) as f:
                 while f.read(65536):
