@@ -304,19 +304,7 @@ fn trace(args: TraceArgs) -> Result<()> {
         out: args.out,
         allow_other: args.allow_other,
     };
-    let pid = std::process::id();
-    let mut notify = |msg: &str| {
-        if msg.starts_with("mounted") {
-            eprintln!(
-                "patio: tracing {} {msg} (direct I/O); stop with Ctrl-C, `kill {pid}` or \
-                 `fusermount3 -u {}`",
-                req.source.display(),
-                req.mountpoint.display()
-            );
-        } else {
-            eprintln!("patio: {msg}");
-        }
-    };
+    let mut notify = notifier("tracing", &req.source, &req.mountpoint, "direct I/O");
     let (out, out_shown, mnt) = (req.out.clone(), req.out.clone(), req.mountpoint.clone());
     let live = renderer(
         "trace",
@@ -595,20 +583,8 @@ fn container_mount(args: ContainerArgs) -> Result<()> {
             small_log: args.compact_small_log,
         }),
     };
-    let pid = std::process::id();
-    let mut notify = |msg: &str| {
-        if msg.starts_with("mounted") {
-            eprintln!(
-                "patio: containers in {} {msg} ({} index, direct I/O); stop with Ctrl-C, \
-                 `kill {pid}` or `fusermount3 -u {}`",
-                req.backend.display(),
-                index.name(),
-                req.mountpoint.display()
-            );
-        } else {
-            eprintln!("patio: {msg}");
-        }
-    };
+    let what = format!("{} index, direct I/O", index.name());
+    let mut notify = notifier("containers in", &req.backend, &req.mountpoint, &what);
     let mnt = req.mountpoint.clone();
     let live = renderer(
         "container",

@@ -34,52 +34,22 @@ impl TraceStatsJson {
     }
 }
 
-/// The counters of `patio mount container` (the fields of its summary).
+/// The counters of `patio mount container`: its summary's counters, with the index
+/// mode first and how it ended last.
 #[derive(Serialize, Clone, Debug)]
-pub struct ContainerStatsJson {
-    pub index: String,
-    pub files: u64,
-    pub writers: u64,
-    pub flushed_at_unmount: u64,
-    pub writes: u64,
-    pub written_bytes: u64,
-    pub reads: u64,
-    pub read_bytes: u64,
-    pub reader_builds: u64,
-    pub reader_merges: u64,
-    pub truncations: u64,
-    pub compactions: u64,
-    pub compacted_logs: u64,
-    pub reclaimed_bytes: u64,
-    pub compaction_errors: u64,
-    pub first_compaction_error: Option<String>,
-    pub failures: u64,
-    pub first_failure: Option<String>,
-    pub ended: String,
+pub struct ContainerStatsJson<'a> {
+    pub index: &'static str,
+    #[serde(flatten)]
+    pub summary: &'a ContainerSummary,
+    pub ended: &'static str,
 }
 
-impl ContainerStatsJson {
-    pub fn new(index: IndexMode, s: &ContainerSummary) -> Self {
+impl<'a> ContainerStatsJson<'a> {
+    pub fn new(index: IndexMode, s: &'a ContainerSummary) -> Self {
         ContainerStatsJson {
-            index: index.name().into(),
-            files: s.files,
-            writers: s.writers,
-            flushed_at_unmount: s.flushed_at_unmount,
-            writes: s.writes,
-            written_bytes: s.written_bytes,
-            reads: s.reads,
-            read_bytes: s.read_bytes,
-            reader_builds: s.reader_builds,
-            reader_merges: s.reader_merges,
-            truncations: s.truncations,
-            compactions: s.compactions,
-            compacted_logs: s.compacted_logs,
-            reclaimed_bytes: s.reclaimed_bytes,
-            compaction_errors: s.compaction_errors,
-            first_compaction_error: s.first_compaction_error.clone(),
-            failures: s.failures,
-            first_failure: s.first_failure.clone(),
-            ended: ended_text(s.ended).into(),
+            index: index.name(),
+            summary: s,
+            ended: ended_text(s.ended),
         }
     }
 }

@@ -138,9 +138,11 @@ pub struct ContainerMount {
     pub compaction: Option<Thresholds>,
 }
 
-/// What the mount did, reported when it ends.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What the mount did, reported when it ends (serialized: the counters, without
+/// `ended`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ContainerSummary {
+    #[serde(skip)]
     pub ended: Ended,
     /// Containers written through the mount.
     pub files: u64,
