@@ -49,9 +49,11 @@ EXPORT int MPI_File_open(MPI_Comm comm, const char *name, int amode, MPI_Info in
         f->stats = stats && *stats;
         view_default(&f->view);
         f->view_ok = 1;
+        prefetch_open(f, amode);
         /* (a full table, 4096 watched files, leaks the duplicate: freeing it is
          * collective and the other ranks may have had room) */
-        if (!(f->trace || f->serving || f->stats) || files_add(f) != 0) {
+        if (!(f->trace || f->serving || f->stats || f->prefetch) || files_add(f) != 0) {
+            prefetch_close(f);
             serve_close(f);
             free(f);
         }
@@ -62,6 +64,7 @@ EXPORT int MPI_File_open(MPI_Comm comm, const char *name, int amode, MPI_Info in
 
 static void finish(pfile_t *f)
 {
+    prefetch_close(f);
     if (f->stats)
         stats_write(f);
     serve_close(f);

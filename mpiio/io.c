@@ -46,6 +46,11 @@ static int mode_of(int c)
 
 static int is_nonblocking(int c) { return c >= C_IREAD_AT && c <= C_IREAD_SHARED; }
 static int is_begin(int c) { return c >= C_READ_AT_ALL_BEGIN && c <= C_READ_ORDERED_BEGIN; }
+static int is_collective(int c)
+{
+    return c == C_READ_AT_ALL || c == C_READ_ALL || c == C_IREAD_AT_ALL || c == C_IREAD_ALL ||
+           c == C_READ_ORDERED || is_begin(c);
+}
 
 static int real_call(int call, MPI_File fh, MPI_Offset off, const void *cbuf, int n,
                      MPI_Datatype dt, MPI_Status *st, MPI_Request *req)
@@ -195,8 +200,14 @@ int mpiio_io(int call, MPI_File fh, MPI_Offset off, const void *buf, int count, 
     mpiio_depth++;
     int write = call >= C_WRITE_AT, base = write ? call - 20 : call, rc = MPI_SUCCESS;
     int mode = mode_of(base);
-    if (!write && f->serving && (mode == AT || mode == INDIV)) {
-        if (!f->served || served(f, base, off, (void *)buf, count, dt, st, req, &rc) != 0)
+    /* served files: explicit offsets and the individual pointer (the layer keeps it);
+     * files prefetched but not served: independent explicit-offset reads (MPI keeps the
+     * pointer, and every rank takes part in collective calls whatever its prefetching) */
+    f->independent = !is_collective(base);
+    if (!write && ((f->serving && (mode == AT || mode == INDIV)) ||
+                   (f->prefetch && mode == AT && f->independent))) {
+        if (!(f->served || f->prefetch) ||
+            served(f, base, off, (void *)buf, count, dt, st, req, &rc) != 0)
             rc = fallback(f, base, off, (void *)buf, count, dt, st, req);
         mpiio_depth--;
         return rc;

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../crates/patio-prefetch/include/patio_prefetch.h"
 #include "../crates/patio-reorg/include/patio_reorg.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -138,6 +139,15 @@ typedef struct pfile {
     int warned;
     uint64_t served_calls, served_bytes, passed_calls;
     uint64_t physical_reads;
+    /* prefetch.c: an engine stream for independent reads of a file not served
+     * (PATIO_MPIIO_PREFETCH), or, on a served file, a policy and the bytes it read ahead */
+    PatioPrefetchFile *prefetch;
+    PatioPolicy *policy;
+    uint64_t *ahead;            /* read-ahead pieces: (offset, length) pairs … */
+    size_t ahead_n;
+    char *ahead_buf;            /* … and their bytes, one after another */
+    uint64_t prefetched_bytes, prefetch_used_bytes;
+    int independent;            /* the call being served is not collective (io.c) */
 } pfile_t;
 
 /* Nonzero while some file is watched: the fast path of every call tests only this. */
@@ -165,6 +175,22 @@ void status_set_bytes(MPI_Status *st, uint64_t bytes);
 int completed_request(uint64_t bytes, MPI_Request *req);
 /* Writes the PATIO_MPIIO_STATS record of `f`. */
 void stats_write(pfile_t *f);
+/* patio_reorg_read of the served file (for prefetch.c's read-ahead); its size. */
+int serve_extents(pfile_t *f, const uint64_t *v, size_t n, void *dest, uint64_t *got, char *msg,
+                  size_t msg_len);
+uint64_t serve_size(pfile_t *f);
+
+/* ---- prefetch.c ---- */
+/* After the open's agreement: PATIO_MPIIO_PREFETCH=POLICY gives a file opened read-only
+ * an engine stream (not served) or a read-ahead policy (served). */
+void prefetch_open(pfile_t *f, int amode);
+/* The file extents `ext` one after another into `dest` (cut at end of file), through the
+ * engine stream (not served) or the container with read-ahead (served). 0, or -1 with
+ * `msg`. */
+int prefetch_read(pfile_t *f, const extents_t *ext, void *dest, uint64_t *got, char *msg,
+                  size_t msg_len);
+/* Ends the stream or policy, keeping its counters in `f`. */
+void prefetch_close(pfile_t *f);
 
 /* ---- io.c ---- */
 /* Call codes of MPIIO records (docs/FORMATS.md, "Raw capture"); a write's code is its

@@ -26,6 +26,7 @@ static struct {
     __typeof__(patio_reorg_abi_version) *abi;
     __typeof__(patio_reorg_open) *open;
     __typeof__(patio_reorg_read) *read;
+    __typeof__(patio_reorg_size) *size;
     __typeof__(patio_reorg_stats) *stats;
     __typeof__(patio_reorg_close) *close;
 } R;
@@ -45,9 +46,10 @@ static int load_reorg(void)
             R.abi = (__typeof__(R.abi))mpiio_symbol(h, "patio_reorg_abi_version");
             R.open = (__typeof__(R.open))mpiio_symbol(h, "patio_reorg_open");
             R.read = (__typeof__(R.read))mpiio_symbol(h, "patio_reorg_read");
+            R.size = (__typeof__(R.size))mpiio_symbol(h, "patio_reorg_size");
             R.stats = (__typeof__(R.stats))mpiio_symbol(h, "patio_reorg_stats");
             R.close = (__typeof__(R.close))mpiio_symbol(h, "patio_reorg_close");
-            if (!R.abi || !R.open || !R.read || !R.stats || !R.close)
+            if (!R.abi || !R.open || !R.read || !R.size || !R.stats || !R.close)
                 mpiio_warn("%s lacks the patio_reorg functions; reorganized files are not served",
                            path);
             else if (R.abi() != PATIO_REORG_ABI_VERSION)
@@ -109,6 +111,14 @@ void serve_close(pfile_t *f)
         f->served = NULL;
     }
 }
+
+int serve_extents(pfile_t *f, const uint64_t *v, size_t n, void *dest, uint64_t *got, char *msg,
+                  size_t msg_len)
+{
+    return R.read(f->served, v, n, dest, got, msg, msg_len);
+}
+
+uint64_t serve_size(pfile_t *f) { return R.size(f->served); }
 
 void status_set_bytes(MPI_Status *st, uint64_t bytes)
 {
@@ -185,13 +195,15 @@ int serve_read(pfile_t *f, uint64_t b, void *buf, int count, MPI_Datatype dt, ui
         return -1;
     }
     uint64_t got = 0;
-    int rc = R.read(f->served, ext->v, ext->n, dest, &got, msg, sizeof msg);
+    int rc = f->prefetch || f->policy ? prefetch_read(f, ext, dest, &got, msg, sizeof msg)
+                                      : R.read(f->served, ext->v, ext->n, dest, &got, msg, sizeof msg);
     if (rc == 0 && scratch)
         flat_scatter(&mem, scratch, got, buf);
     free(scratch);
     flat_free(&mem);
     if (rc != 0) {
         mpiio_warn("%s: %s; reading the original", f->name, reason(f->name, msg));
+        prefetch_close(f);
         serve_close(f);
         return -1;
     }
@@ -229,10 +241,12 @@ void stats_write(pfile_t *f)
     snprintf(path, sizeof path, "%s/mpiio.%d.%d.%d.json", dir, rank, (int)getpid(), n);
     int len = snprintf(text, sizeof text,
                        "{\"file\": \"%s\", \"rank\": %d, \"served_calls\": %llu, "
-                       "\"served_bytes\": %llu, \"physical_reads\": %llu, \"passed_calls\": %llu}\n",
+                       "\"served_bytes\": %llu, \"physical_reads\": %llu, \"passed_calls\": %llu, "
+                       "\"prefetched_bytes\": %llu, \"prefetch_used_bytes\": %llu}\n",
                        esc, rank, (unsigned long long)f->served_calls,
                        (unsigned long long)f->served_bytes, (unsigned long long)f->physical_reads,
-                       (unsigned long long)f->passed_calls);
+                       (unsigned long long)f->passed_calls, (unsigned long long)f->prefetched_bytes,
+                       (unsigned long long)f->prefetch_used_bytes);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0 || write(fd, text, (size_t)len) != len)
         mpiio_warn("cannot write %s: %s", path, strerror(errno));

@@ -633,3 +633,58 @@ def test_writes_pass_through_are_traced_and_make_the_container_stale(
     # the next reader: the container is stale, the new bytes come from the original
     original_read_with_warnings(layer, src, model, tmp_path / "after", STALE)
 
+
+
+# ---- prefetching -------------------------------------------------------------------
+
+
+def prefetch_library(layer: Path) -> Path:
+    """libpatio_prefetch.so: beside the reorganized-file library it is built with."""
+    lib = reorg_library(layer).with_name("libpatio_prefetch.so")
+    if not lib.is_file():
+        pytest.skip("libpatio_prefetch.so is not built (cargo build --release -p patio-prefetch)")
+    return lib
+
+
+@pytest.mark.parametrize("served", [True, False], ids=["reorganized", "original"])
+def test_independent_reads_are_prefetched_by_their_pattern(
+    tmp_path: Path, layer: Path, served: bool
+) -> None:
+    """Per-row ``read_at`` (tile_reader --mode rows) and per-transfer ``read_at`` /
+    ``iread_at`` (ior_reader) with ``PATIO_MPIIO_PREFETCH=pattern``: the bytes of the
+    source whatever was read ahead; a served file reads the next rows with the current
+    one (fewer physical reads than calls), an original file through the prefetch
+    engine (read-ahead bytes used)."""
+    geometry = (TILES_X, TILES_Y, 512, 64, ELEM)  # 64 rows of 4 KiB per tile: a pattern to learn
+    tx, ty, tw, th, elem = geometry
+    data = os.urandom(tx * ty * tw * th * elem)
+    src = tmp_path / "tiles.bin"
+    src.write_bytes(data)
+    if served:
+        dump = tmp_path / "traced"
+        dump.mkdir()
+        assert traced(tmp_path, layer, "tile_reader", tile_args(src, "all", dump, geometry))
+        apply(src, tmp_path / "run.csv", tmp_path / "tiles.bin.pc")
+    env = {"PATIO_REORG_LIB": str(reorg_library(layer)), "PATIO_PREFETCH_LIB": str(prefetch_library(layer)),
+           "PATIO_MPIIO_PREFETCH": "pattern"}  # fmt: skip
+    for mode in ("rows", "indep"):
+        dump, counted = tmp_path / f"d-{mode}", tmp_path / f"s-{mode}"
+        dump.mkdir()
+        counted.mkdir()
+        done = mpirun("tile_reader", tile_args(src, mode, dump, geometry), [layer],
+                      dict(env, PATIO_MPIIO_STATS=str(counted)))  # fmt: skip
+        assert warnings_of(done) == [], done.stderr
+        for rank, got in enumerate(dumps(dump)):
+            assert got == tile_model(data, rank, geometry), (mode, rank)
+        records = stats(counted)
+        assert len(records) == RANKS
+        if mode == "indep" and not served:
+            # the individual file pointer is MPI's: passed through, not prefetched
+            assert all(r["served_calls"] == 0 for r in records), records
+            continue
+        for r in records:
+            assert r["served_calls"] >= (th if mode == "rows" else 1), (mode, r)
+            if mode == "rows":
+                assert r["prefetched_bytes"] > 0 and r["prefetch_used_bytes"] > 0, r
+            if served and mode == "rows":
+                assert r["physical_reads"] < r["served_calls"], r

@@ -2,8 +2,9 @@
 //! (`libpatio_mpiio.so`, built from `mpiio/`) preloaded into every process it starts —
 //! under `mpirun` on one node every rank inherits it, as `mpirun -x LD_PRELOAD=…` would
 //! pass it to ranks on other nodes. The layer records MPI-IO calls when `patio trace`
-//! runs around it, and serves the reads of files that have a registered reorganized
-//! container (`patio reorg apply`, `patio reorg status FILE`) from that container.
+//! runs around it, serves the reads of files that have a registered reorganized
+//! container (`patio reorg apply`, `patio reorg status FILE`) from that container, and
+//! with `--prefetch POLICY` prefetches each rank's independent reads by their pattern.
 
 use anyhow::{bail, Result};
 use std::ffi::{OsStr, OsString};
@@ -22,6 +23,11 @@ pub struct Args {
     /// Preload the MPI-IO layer (libpatio_mpiio.so) into the command's processes.
     #[arg(long, required_unless_present = "print_library")]
     mpiio: bool,
+    /// Prefetch each rank's independent reads with this policy (none, readahead, stride,
+    /// markov, pattern): through the prefetch engine for files not served, as read-ahead
+    /// from the container for served ones.
+    #[arg(long, value_name = "POLICY")]
+    prefetch: Option<String>,
     /// Each rank writes a JSON summary of what it served (file, rank, served_calls,
     /// served_bytes, physical_reads, passed_calls) into this directory at close.
     #[arg(long, value_name = "DIR")]
@@ -38,15 +44,22 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
-/// The layer and the library it loads (`$PATIO_MPIIO_LIB`, `$PATIO_REORG_LIB` override).
-pub fn mpiio_libraries() -> Result<(PathBuf, PathBuf)> {
-    let layer = crate::install::find_library(MPIIO_LIBRARY, "mpiio", "PATIO_MPIIO_LIB")?;
-    let reorg = crate::install::find_library(REORG_LIBRARY, "target/release", "PATIO_REORG_LIB")?;
-    Ok((layer, reorg))
+/// File name of the prefetch engine's C library the layer loads.
+pub const PREFETCH_LIBRARY: &str = "libpatio_prefetch.so";
+
+/// The layer and the libraries it loads (`$PATIO_MPIIO_LIB`, `$PATIO_REORG_LIB`,
+/// `$PATIO_PREFETCH_LIB` override).
+pub fn mpiio_libraries() -> Result<[PathBuf; 3]> {
+    let find = crate::install::find_library;
+    Ok([
+        find(MPIIO_LIBRARY, "mpiio", "PATIO_MPIIO_LIB")?,
+        find(REORG_LIBRARY, "target/release", "PATIO_REORG_LIB")?,
+        find(PREFETCH_LIBRARY, "target/release", "PATIO_PREFETCH_LIB")?,
+    ])
 }
 
 pub fn run(args: Args) -> Result<u8> {
-    let (layer, reorg) = mpiio_libraries()?;
+    let [layer, reorg, prefetch] = mpiio_libraries()?;
     if args.print_library {
         println!("{}", layer.display());
         return Ok(0);
@@ -58,6 +71,13 @@ pub fn run(args: Args) -> Result<u8> {
     let preload = crate::child::preload_with(&[layer]);
     env.push(("LD_PRELOAD", Some(&preload)));
     env.push(("PATIO_REORG_LIB", Some(reorg.as_os_str())));
+    env.push(("PATIO_PREFETCH_LIB", Some(prefetch.as_os_str())));
+    if let Some(policy) = &args.prefetch {
+        policy
+            .parse::<patio_prefetch::PolicyKind>()
+            .map_err(|e| anyhow::anyhow!("--prefetch: {e}"))?;
+        env.push(("PATIO_MPIIO_PREFETCH", Some(OsStr::new(policy))));
+    }
     let stats;
     if let Some(dir) = &args.stats {
         std::fs::create_dir_all(dir)

@@ -57,6 +57,21 @@ void patio_prefetch_stats(const PatioPrefetchFile *file, PatioPrefetchStats *sta
 /* Ends the stream (unused prefetches count as waste) and frees the handle. */
 void patio_prefetch_close(PatioPrefetchFile *file);
 
+/* A prediction policy alone, for a front end that reads ahead itself. */
+typedef struct PatioPolicy PatioPolicy;
+
+/* A new policy (none, readahead, stride, markov, pattern). 0, or -1 with `message`. */
+int patio_policy_new(const char *policy, PatioPolicy **out, char *message, size_t message_len);
+
+/* Tells the policy about a read of `len` bytes at `offset`; writes up to `cap` predicted
+ * next reads whose confidence is at least `min_confidence`, nearest first, as (offset,
+ * length) pairs into `hints` (room for 2 * cap values), looking up to `depth` reads
+ * ahead. Returns how many were written. */
+size_t patio_policy_observe(PatioPolicy *policy, uint64_t offset, uint64_t len, uint32_t depth,
+                            float min_confidence, uint64_t *hints, size_t cap);
+
+void patio_policy_free(PatioPolicy *policy);
+
 #ifdef __cplusplus
 }
 #endif

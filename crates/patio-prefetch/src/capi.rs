@@ -214,6 +214,93 @@ pub unsafe extern "C" fn patio_prefetch_close(file: *mut PatioPrefetchFile) {
     }));
 }
 
+/// A prediction policy alone, for a front end that reads ahead itself (the MPI-IO
+/// layer batches a served file's predicted next reads with the current one).
+pub struct PatioPolicy {
+    policy: Mutex<Box<dyn crate::policy::Policy>>,
+}
+
+/// # Safety
+/// `policy` is a NUL-terminated string, `out` writable, `message` as in
+/// `patio_prefetch_open`.
+#[no_mangle]
+pub unsafe extern "C" fn patio_policy_new(
+    policy: *const c_char,
+    out: *mut *mut PatioPolicy,
+    message: *mut c_char,
+    message_len: usize,
+) -> c_int {
+    guarded(message, message_len, || {
+        if out.is_null() {
+            return Err("out is NULL".into());
+        }
+        let kind: PolicyKind = text_arg(policy, "policy")?
+            .parse()
+            .map_err(|e: crate::error::PrefetchError| e.to_string())?;
+        let policy = kind.build(&[], None).map_err(|e| e.to_string())?;
+        // SAFETY: checked non-null above.
+        unsafe {
+            *out = Box::into_raw(Box::new(PatioPolicy {
+                policy: Mutex::new(policy),
+            }))
+        };
+        Ok(())
+    })
+}
+
+/// Tells the policy about a read of `len` bytes at `offset` and writes up to `cap`
+/// predicted next reads with a confidence of at least `min_confidence`, nearest
+/// first, as (offset, length) pairs into `hints`; returns how many (0 on error).
+///
+/// # Safety
+/// `policy` comes from `patio_policy_new`; `hints` has room for `2 * cap` values.
+#[no_mangle]
+pub unsafe extern "C" fn patio_policy_observe(
+    policy: *mut PatioPolicy,
+    offset: u64,
+    len: u64,
+    depth: u32,
+    min_confidence: f32,
+    hints: *mut u64,
+    cap: usize,
+) -> usize {
+    catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { policy.as_ref() }) else {
+            return 0;
+        };
+        let mut guard = p.policy.lock().unwrap_or_else(|e| e.into_inner());
+        let got = guard.observe(offset, len, depth.max(1) as usize);
+        let mut n = 0;
+        for h in got
+            .iter()
+            .filter(|h| h.confidence >= min_confidence && h.len > 0)
+        {
+            if n == cap || hints.is_null() {
+                break;
+            }
+            // SAFETY: room for 2 * cap values.
+            unsafe {
+                *hints.add(2 * n) = h.offset;
+                *hints.add(2 * n + 1) = h.len;
+            }
+            n += 1;
+        }
+        n
+    }))
+    .unwrap_or(0)
+}
+
+/// # Safety
+/// `policy` comes from `patio_policy_new` (or is NULL) and is not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn patio_policy_free(policy: *mut PatioPolicy) {
+    if !policy.is_null() {
+        // SAFETY: from Box::into_raw, freed once.
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(policy) })));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,6 +393,32 @@ mod tests {
         );
         let err = open(std::path::Path::new("/nonexistent/x.bin"), "none").unwrap_err();
         assert!(err.contains("/nonexistent/x.bin"), "{err}");
+    }
+
+    #[test]
+    fn a_policy_alone_predicts_the_next_period_of_a_strided_stream() {
+        let c_policy = std::ffi::CString::new("pattern").unwrap();
+        let mut p = std::ptr::null_mut();
+        // SAFETY: valid string and out pointer.
+        assert_eq!(
+            unsafe { patio_policy_new(c_policy.as_ptr(), &mut p, std::ptr::null_mut(), 0) },
+            0
+        );
+        let mut hints = [0u64; 16];
+        let mut n = 0;
+        for k in 0..20u64 {
+            // SAFETY: valid policy, room for 8 hints.
+            n = unsafe { patio_policy_observe(p, k * 1000, 100, 4, 0.5, hints.as_mut_ptr(), 8) };
+        }
+        assert!(n >= 1, "no prediction after 20 strided reads");
+        assert_eq!((hints[0], hints[1]), (20_000, 100));
+        // SAFETY: freed once.
+        unsafe { patio_policy_free(p) };
+        let bad = std::ffi::CString::new("psychic").unwrap();
+        let mut msg = [0 as c_char; 128];
+        // SAFETY: valid buffers.
+        let rc = unsafe { patio_policy_new(bad.as_ptr(), &mut p, msg.as_mut_ptr(), 128) };
+        assert_eq!(rc, -1);
     }
 
     proptest! {

@@ -26,9 +26,12 @@ has every start shifted by ``--shift`` % of its request), in one run:
    request by request); ``mpiio`` is the unmodified collective program (file view +
    ``Read_at_all``) run under ``patio run --mpiio`` with the container registered for
    the file (``patio reorg register``, through the mount on the model), so the MPI-IO
-   layer serves its reads from the container, and ``mpiio_independent`` the
-   request-by-request program the same way; both fail unless the layer's statistics
-   show served calls. Seconds are barrier to barrier, opens included; every rank
+   layer serves its reads from the container, ``mpiio_independent`` the
+   request-by-request program the same way, ``mpiio_readahead`` that program with
+   ``--prefetch pattern`` (each miss read from the container together with the policy's
+   predicted next reads), and ``original_prefetch`` that program on the original file
+   (unregistered) with ``--prefetch pattern`` (the prefetch engine reads ahead); all fail
+   unless the layer's statistics show calls it answered. Seconds are barrier to barrier, opens included; every rank
    checks its bytes against the source.
 
 ``speedup`` is original over reorganized; ``speedup_vs_best`` the best (fastest) of the
@@ -66,9 +69,15 @@ from patio.reorg.cases import CASES, Case, ior, plan_run, tile
 
 PROG = "patio bench reorg"
 MODES = ("original", "original_batched", "collective", "reorganized", "reorganized_pieces", "mpiio",
-         "mpiio_independent")  # fmt: skip
-#: Modes run through the MPI-IO layer, and the program (``patio.reorg.ranks`` mode) each runs.
-MPIIO_PROGRAMS = {"mpiio": "collective", "mpiio_independent": "original"}
+         "mpiio_independent", "mpiio_readahead", "original_prefetch")  # fmt: skip
+#: Modes run through the MPI-IO layer: the program (``patio.reorg.ranks`` mode) each runs,
+#: whether the container is registered for the file (served), and the prefetch policy.
+MPIIO_PROGRAMS: dict[str, tuple[str, bool, str | None]] = {
+    "mpiio": ("collective", True, None),
+    "mpiio_independent": ("original", True, None),
+    "mpiio_readahead": ("original", True, "pattern"),
+    "original_prefetch": ("original", False, "pattern"),
+}
 ORIGINAL_METHODS = ("original", "original_batched", "collective")
 WRITE_MODES = ("write_original", "write_collective", "write_container")
 STORES = ("hdd", "ssd")
@@ -151,13 +160,13 @@ def reorganize(data: Path, trace: Path, out: Path, store: str) -> dict[str, Any]
     return result
 
 
-def register(data: Path, container: Path) -> None:
+def register(data: Path, container: Path | None) -> None:
     """``patio reorg register``: the container serves ``data`` as this path sees it (a
-    mount shows the file with another device and inode)."""
-    done = subprocess.run(
-        [patio_binary(prog=PROG), "reorg", "register", str(data), str(container), "--samples", "16"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    mount shows the file with another device and inode); ``None``: ``patio reorg
+    unregister`` (the original is read)."""
+    args = ["register", str(data), str(container), "--samples", "16"] if container else ["unregister", str(data)]
+    done = subprocess.run([patio_binary(prog=PROG), "reorg", *args], capture_output=True, text=True,
+                          check=False)  # fmt: skip
     if done.returncode != 0:
         raise SystemExit(f"{PROG}: error: {done.stderr.strip()}")
 
@@ -189,7 +198,8 @@ def run_mode(case: Case, mode: str, work: Path, store: str, targets: int,
     out = work / "result.json"
     out.unlink(missing_ok=True)
     spec = {
-        "case": case.to_dict(), "mode": MPIIO_PROGRAMS.get(mode, mode), "path": str(mnt / name),
+        "case": case.to_dict(), "mode": MPIIO_PROGRAMS[mode][0] if mode in MPIIO_PROGRAMS else mode,
+        "path": str(mnt / name),
         "source": str(src / "data.bin"), "out": str(out), "perturb": perturbation,
     }  # fmt: skip
     spec_path = work / "spec.json"
@@ -198,12 +208,14 @@ def run_mode(case: Case, mode: str, work: Path, store: str, targets: int,
     stats = work / "mpiio-stats"
     through_layer = mode in MPIIO_PROGRAMS
     if through_layer:
+        _, serve, policy = MPIIO_PROGRAMS[mode]
         shutil.rmtree(stats, ignore_errors=True)
-        cmd = [patio_binary(prog=PROG), "run", "--mpiio", "--stats", str(stats), "--", *cmd]
+        prefetch = ["--prefetch", policy] if policy else []
+        cmd = [patio_binary(prog=PROG), "run", "--mpiio", *prefetch, "--stats", str(stats), "--", *cmd]
 
     def launch() -> subprocess.CompletedProcess[str]:
         if through_layer:
-            register(mnt / "data.bin", mnt / "data.pc")
+            register(mnt / "data.bin", mnt / "data.pc" if serve else None)
         return subprocess.run(cmd, capture_output=True, text=True, env=_mpirun.environment(),
                               check=False, timeout=3600)  # fmt: skip
 
@@ -213,7 +225,7 @@ def run_mode(case: Case, mode: str, work: Path, store: str, targets: int,
             done = launch()
     else:
         if through_layer:
-            register(src / "data.bin", src / "data.pc")
+            register(src / "data.bin", src / "data.pc" if serve else None)
         resident = _coldcache.drop(p for p in src.rglob("*") if p.is_file())
         done = subprocess.run(cmd, capture_output=True, text=True, env=_mpirun.environment(),
                               check=False, timeout=3600)  # fmt: skip
@@ -402,7 +414,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         ("batched", "original_batched_s", ">8.3f"),
         ("collective", "collective_s", ">10.3f"), ("reorg", "reorganized_s", ">8.3f"),
         ("reorg/req", "reorganized_pieces_s", ">9.3f"), ("mpiio", "mpiio_s", ">8.3f"),
-        ("mpiio/req", "mpiio_independent_s", ">9.3f"), ("speedup", "speedup", ">7.2f"),
+        ("mpiio/req", "mpiio_independent_s", ">9.3f"), ("mpiio/ra", "mpiio_readahead_s", ">8.3f"),
+        ("orig/pf", "original_prefetch_s", ">8.3f"), ("speedup", "speedup", ">7.2f"),
         ("vs coll", "speedup_vs_collective", ">7.2f"), ("vs best", "speedup_vs_best", ">7.2f"),
         ("mpiio vs coll", "mpiio_vs_collective", ">13.2f"),
         ("model err", "model_error", ">9.2f"), ("w-orig", "write_original_s", ">8.3f"),
