@@ -4,7 +4,7 @@
 //! delta coding, in key and in start order — the best of them named).
 
 use crate::generic;
-use crate::load::load_trace;
+use crate::load::load_trace_shown;
 use anyhow::{Context, Result};
 use patio_core::analysis::{analyze_stream, StreamAnalysis};
 use patio_core::blockset;
@@ -87,7 +87,7 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(out) = &args.plot {
         check_plot_target(out)?;
     }
-    let trace = load_trace(&args.trace)?;
+    let trace = load_trace_shown(&args.trace, args.json)?;
     let detector = Detector::new(args.window);
     let hidden = trace.requests() <= PROGRESS_THRESHOLD || args.json;
     let bar = crate::report::progress(trace.requests() as u64, hidden);

@@ -4,9 +4,10 @@
 //! `flatten` (write the logical file as a plain file) and `compact` (rewrite the
 //! ended writers' live data into one log set).
 
-use crate::report::{human_bytes, progress, sig3, write_stdout, PipeOut};
+use crate::report::{human_bytes, progress, sig3, spinner, write_stdout, PipeOut};
 use anyhow::{bail, Context, Result};
-use patio_container::{check, compact, flatten, stat, Reader};
+use patio_container::compact::{compact_interleaved, Stage};
+use patio_container::{check, flatten, stat, Plan, Reader};
 use patio_core::trace::{Op, StreamKey, Trace};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -178,10 +179,34 @@ fn footprint(path: &std::path::Path) -> Result<(u64, u64)> {
     Ok((files, bytes))
 }
 
+/// What a compaction does after `stage` (the durable steps of patio-container's
+/// `compact`: write the new log set, publish it, remove what it replaces).
+fn stage_text(stage: Stage) -> &'static str {
+    match stage {
+        Stage::Locked => "reading the logs",
+        Stage::Read => "writing the compacted log set",
+        Stage::Step(1 | 2) => "publishing the new log set",
+        Stage::Step(_) => "removing the replaced logs",
+    }
+}
+
 fn compact_cmd(path: PathBuf, json: bool) -> Result<()> {
     let start = Instant::now();
     let (files_before, disk_bytes_before) = footprint(&path)?;
-    let done = compact(&path, true)?;
+    let bar = spinner(json);
+    bar.set_message(format!(
+        "compacting {}: waiting for its lock",
+        path.display()
+    ));
+    let done = compact_interleaved(&path, Plan::All, &mut |stage| {
+        bar.set_message(format!(
+            "compacting {}: {}",
+            path.display(),
+            stage_text(stage)
+        ))
+    });
+    bar.finish_and_clear();
+    let done = done?;
     let (files_after, disk_bytes_after) = footprint(&path)?;
     let report = CompactReport {
         path: path.display().to_string(),

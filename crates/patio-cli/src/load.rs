@@ -81,9 +81,28 @@ pub struct ConvertArgs {
     json: bool,
 }
 
+/// [`load_trace`] behind a spinner naming the file (hidden with `hidden`, and when
+/// stderr is not a terminal): reading a large trace takes a while.
+pub fn load_trace_shown(path: &Path, hidden: bool) -> Result<Trace> {
+    let bar = crate::report::spinner(hidden);
+    bar.set_message(format!("reading {}", path.display()));
+    let trace = load_trace(path);
+    bar.finish_and_clear();
+    trace
+}
+
 pub fn convert(args: ConvertArgs) -> Result<()> {
-    let trace = load_trace(&args.input)?;
-    let written = write_trace(&trace, &args.output)?;
+    let trace = load_trace_shown(&args.input, args.json)?;
+    let bar = crate::report::spinner(args.json);
+    bar.set_message(format!(
+        "writing {} ({} requests in {} streams)",
+        args.output.display(),
+        crate::report::grouped(trace.requests() as u64),
+        crate::report::grouped(trace.streams.len() as u64)
+    ));
+    let written = write_trace(&trace, &args.output);
+    bar.finish_and_clear();
+    let written = written?;
     TraceWritten::new(&[&args.input], &trace, &args.output, written).report(args.json, "converted")
 }
 

@@ -22,6 +22,21 @@ pub fn progress(len: u64, hidden: bool) -> ProgressBar {
     bar
 }
 
+/// A spinner on stderr for work of unknown length, saying which stage it is in
+/// (`set_message`); hidden like [`progress`].
+pub fn spinner(hidden: bool) -> ProgressBar {
+    if hidden {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .expect("valid template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
 /// Prints `{"cases": rows}` as pretty JSON on stdout.
 pub fn print_json<T: Serialize>(cases: &[T]) -> Result<()> {
     #[derive(Serialize)]

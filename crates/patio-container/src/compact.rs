@@ -190,9 +190,9 @@ pub enum Stage {
     Step(u64),
 }
 
-/// [`compact`] (of what `plan` says) calling `hook` at every [`Stage`], where the
-/// tests interleave writes, truncations and reads with it deterministically.
-#[doc(hidden)]
+/// [`compact`] (of what `plan` says, waiting for a compaction already running)
+/// calling `hook` at every [`Stage`]: how `patio container compact` shows progress,
+/// and where the tests interleave writes, truncations and reads deterministically.
 pub fn compact_interleaved(
     dir: &Path,
     plan: Plan,
