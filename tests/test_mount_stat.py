@@ -169,3 +169,19 @@ def test_a_stats_file_left_by_a_killed_mount_is_not_a_running_mount(runtime: Pat
         stale["mount"]["mountpoint"] = canonical
         path.write_text(json.dumps(stale))
         assert live(d) == {"ended": "running"}
+
+
+def test_found_whether_or_not_xdg_runtime_dir_is_set(
+    mount: Callable[..., AnyMount], runtime: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mount started without ``XDG_RUNTIME_DIR`` (a batch job) writes under
+    ``$TMPDIR/patio-UID``; ``mount stat`` from a shell that has it set still finds it."""
+    with scratch("patio-tmpdir-") as tmp:
+        monkeypatch.delenv("XDG_RUNTIME_DIR")
+        monkeypatch.setenv("TMPDIR", str(tmp))
+        m = mount("prefetch")
+        assert list((tmp / f"patio-{os.getuid()}").iterdir()), "written under TMPDIR"
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime.parent))
+        assert live(m.mnt)["ended"] == "running"
+        m.stop()
+        not_a_mount(patio("mount", "stat", str(m.mnt), check=False))

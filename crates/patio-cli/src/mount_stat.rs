@@ -74,17 +74,15 @@ fn read(mnt: &Path) -> Result<std::result::Result<Value, String>> {
         Ok(c) => c,
         Err(e) => return Ok(Err(format!("{shown}: {e}"))),
     };
-    let path = patio_fs::live::stats_path(&canonical)?;
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Err(format!(
-                "{shown} is not a running patio mount of this user (no live statistics in {})",
-                path.parent().unwrap_or(&path).display()
-            )))
-        }
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    let Some(path) = patio_fs::live::find_stats(&canonical) else {
+        let dir = patio_fs::live::runtime_dir()?;
+        return Ok(Err(format!(
+            "{shown} is not a running patio mount of this user (no live statistics in {})",
+            dir.display()
+        )));
     };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let file: Value = match serde_json::from_str(&text) {
         Ok(v) => v,
         Err(e) => return Ok(Err(format!("{}: not a stats file ({e})", path.display()))),

@@ -9,7 +9,10 @@
 //!
 //! Where: `$XDG_RUNTIME_DIR/patio/` when that is set (the login session's private
 //! directory), else `$TMPDIR/patio-UID/` (or `/tmp/patio-UID/`, which must be this
-//! user's and not a symbolic link). The file is `mount-HASH.json`, HASH a hash of the
+//! user's and not a symbolic link). A reader also looks in the other of the two (and
+//! in `/run/user/UID/patio`), so a mount started where `XDG_RUNTIME_DIR` is unset (a
+//! batch job) is found from a login shell where it is set, and the other way round.
+//! The file is `mount-HASH.json`, HASH a hash of the
 //! mount point's canonical path (the file also records the path, so a reader checks
 //! it). Each rewrite goes to a temporary file renamed over the old one, so a reader
 //! sees a whole file or the one before; the file is removed when the mount ends.
@@ -31,22 +34,42 @@ pub const EVERY: Duration = Duration::from_secs(1);
 /// What a mount publishes: its counters so far, rendered as the stats file's text.
 pub type Render<S> = Box<dyn Fn(&S) -> String + Send>;
 
+fn uid() -> u32 {
+    // SAFETY: getuid cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// Where stats files may be, the one a mount writes to first.
+fn candidate_dirs() -> Vec<PathBuf> {
+    let uid = uid();
+    let xdg = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty());
+    let mut dirs: Vec<PathBuf> = xdg.iter().map(|d| PathBuf::from(d).join("patio")).collect();
+    dirs.push(std::env::temp_dir().join(format!("patio-{uid}")));
+    dirs.push(PathBuf::from(format!("/run/user/{uid}/patio")));
+    dirs.push(PathBuf::from(format!("/tmp/patio-{uid}")));
+    let mut seen = Vec::new();
+    dirs.retain(|d| {
+        let new = !seen.contains(d);
+        seen.push(d.clone());
+        new
+    });
+    dirs
+}
+
+/// Whether `dir` is a real directory of this user (not a symbolic link).
+fn ours(dir: &Path) -> bool {
+    fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == uid())
+}
+
 /// The per-user directory of stats files (created 0700 when missing).
 pub fn runtime_dir() -> Result<PathBuf> {
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
-    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        Some(d) => PathBuf::from(d).join("patio"),
-        None => std::env::temp_dir().join(format!("patio-{uid}")),
-    };
+    let dir = candidate_dirs().swap_remove(0);
     match fs::DirBuilder::new().mode(0o700).create(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(FsError::io(format!("runtime directory {}", shown(&dir)), e)),
     }
-    let meta = fs::symlink_metadata(&dir)
-        .map_err(|e| FsError::io(format!("runtime directory {}", shown(&dir)), e))?;
-    if !meta.is_dir() || meta.uid() != uid {
+    if !ours(&dir) {
         return Err(FsError::Invalid(format!(
             "runtime directory {} is not a directory of this user",
             shown(&dir)
@@ -55,8 +78,23 @@ pub fn runtime_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// The stats file of a running mount at `mountpoint` (a canonical path), looked for
+/// in every directory a mount of this user may have written it to.
+pub fn find_stats(mountpoint: &Path) -> Option<PathBuf> {
+    let name = file_name(mountpoint);
+    candidate_dirs()
+        .into_iter()
+        .filter(|d| ours(d))
+        .map(|d| d.join(&name))
+        .find(|f| f.is_file())
+}
+
 /// The stats file of the mount at `mountpoint` (a canonical path).
 pub fn stats_path(mountpoint: &Path) -> Result<PathBuf> {
+    Ok(runtime_dir()?.join(file_name(mountpoint)))
+}
+
+fn file_name(mountpoint: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
     // FNV-1a, 64 bits: stable across builds and machines.
     let hash = mountpoint
@@ -66,7 +104,7 @@ pub fn stats_path(mountpoint: &Path) -> Result<PathBuf> {
         .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         });
-    Ok(runtime_dir()?.join(format!("mount-{hash:016x}.json")))
+    format!("mount-{hash:016x}.json")
 }
 
 /// Replaces `path` with `text` atomically (a temporary file beside it, renamed).
@@ -181,6 +219,8 @@ mod tests {
         .unwrap();
         let path = p.path().to_path_buf();
         assert_eq!(path, stats_path(mnt).unwrap());
+        assert_eq!(find_stats(mnt), Some(path.clone()));
+        assert_eq!(find_stats(Path::new("/elsewhere")), None);
         assert!(path.starts_with(dir.path().join("patio")));
         assert_eq!(fs::read_to_string(&path).unwrap(), "0");
         std::thread::sleep(EVERY + Duration::from_millis(300));
