@@ -688,3 +688,34 @@ def test_independent_reads_are_prefetched_by_their_pattern(
                 assert r["prefetched_bytes"] > 0 and r["prefetch_used_bytes"] > 0, r
             if served and mode == "rows":
                 assert r["physical_reads"] < r["served_calls"], r
+
+
+def test_patio_run_serves_an_unmodified_program(tmp_path: Path, layer: Path) -> None:
+    """``patio run --mpiio --stats DIR -- mpirun …``: the command-line path a user takes
+    (the layer, the libraries it loads and the statistics directory found by patio)."""
+    src, data, _ = trace_and_apply(tmp_path, layer, "tile_reader")
+    dump, counted = tmp_path / "dump", tmp_path / "counted"
+    dump.mkdir()
+    cmd = _mpirun.command(RANKS)
+    assert cmd is not None
+    env = _mpirun.environment()
+    for var in ("LD_PRELOAD", "PATIO_REORG_LIB", "PATIO_PREFETCH_LIB"):
+        env.pop(var, None)
+    done = subprocess.run(
+        [patio_bin(), "run", "--mpiio", "--prefetch", "pattern", "--stats", str(counted), "--",
+         *cmd, str(MPIIO / "examples" / "tile_reader"), *tile_args(src, "rows", dump)],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert warnings_of(done) == [], done.stderr
+    geometry = (TILES_X, TILES_Y, TILE_W, TILE_H, ELEM)
+    for rank, got in enumerate(dumps(dump)):
+        assert got == tile_model(data, rank, geometry)
+    assert all(r["served_calls"] > 0 for r in stats(counted))
+    printed = subprocess.run([patio_bin(), "run", "--print-library"], capture_output=True,
+                             text=True, check=True)  # fmt: skip
+    assert printed.stdout.strip().endswith("libpatio_mpiio.so")
+    bad = subprocess.run([patio_bin(), "run", "--mpiio", "--prefetch", "psychic", "--", "true"],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "unknown policy" in bad.stderr

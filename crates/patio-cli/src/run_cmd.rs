@@ -47,19 +47,31 @@ pub struct Args {
 /// File name of the prefetch engine's C library the layer loads.
 pub const PREFETCH_LIBRARY: &str = "libpatio_prefetch.so";
 
-/// The layer and the libraries it loads (`$PATIO_MPIIO_LIB`, `$PATIO_REORG_LIB`,
-/// `$PATIO_PREFETCH_LIB` override).
-pub fn mpiio_libraries() -> Result<[PathBuf; 3]> {
-    let find = crate::install::find_library;
-    Ok([
-        find(MPIIO_LIBRARY, "mpiio", "PATIO_MPIIO_LIB")?,
-        find(REORG_LIBRARY, "target/release", "PATIO_REORG_LIB")?,
-        find(PREFETCH_LIBRARY, "target/release", "PATIO_PREFETCH_LIB")?,
-    ])
+/// The MPI-IO layer (`$PATIO_MPIIO_LIB` overrides).
+pub fn mpiio_layer() -> Result<PathBuf> {
+    crate::install::find_library(MPIIO_LIBRARY, "mpiio", "PATIO_MPIIO_LIB")
+}
+
+/// The environment naming the libraries the layer loads (`PATIO_REORG_LIB`,
+/// `PATIO_PREFETCH_LIB`): those found, unless the user set the variable. (The layer also
+/// looks beside itself; a checkout builds them elsewhere.)
+pub fn layer_library_env() -> Vec<(&'static str, PathBuf)> {
+    [
+        (REORG_LIBRARY, "PATIO_REORG_LIB"),
+        (PREFETCH_LIBRARY, "PATIO_PREFETCH_LIB"),
+    ]
+    .into_iter()
+    .filter(|(_, var)| std::env::var_os(var).is_none())
+    .filter_map(|(name, var)| {
+        crate::install::find_library(name, "target/release", var)
+            .ok()
+            .map(|p| (var, p))
+    })
+    .collect()
 }
 
 pub fn run(args: Args) -> Result<u8> {
-    let [layer, reorg, prefetch] = mpiio_libraries()?;
+    let layer = mpiio_layer()?;
     if args.print_library {
         println!("{}", layer.display());
         return Ok(0);
@@ -70,8 +82,10 @@ pub fn run(args: Args) -> Result<u8> {
     let mut env: Vec<(&str, Option<&OsStr>)> = Vec::new();
     let preload = crate::child::preload_with(&[layer]);
     env.push(("LD_PRELOAD", Some(&preload)));
-    env.push(("PATIO_REORG_LIB", Some(reorg.as_os_str())));
-    env.push(("PATIO_PREFETCH_LIB", Some(prefetch.as_os_str())));
+    let libraries = layer_library_env();
+    for (var, path) in &libraries {
+        env.push((var, Some(path.as_os_str())));
+    }
     if let Some(policy) = &args.prefetch {
         policy
             .parse::<patio_prefetch::PolicyKind>()

@@ -16,15 +16,11 @@ use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use patio_core::capture::{self, Capture};
 use patio_core::trace::Trace;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
 
 /// File name of the tracer library.
 const LIBRARY: &str = "libpatio_trace.so";
-/// File name of the MPI-IO layer (`mpiio/`), preloaded beside the tracer when present
-/// so that MPI programs also leave MPIIO records.
-const MPIIO_LIBRARY: &str = "libpatio_mpiio.so";
 
 #[derive(clap::Args)]
 #[command(
@@ -126,16 +122,6 @@ fn tracer_library() -> Result<PathBuf> {
     crate::install::find_library(LIBRARY, "capture", "PATIO_PRELOAD")
 }
 
-/// The MPI-IO layer to preload with `tracer`: beside it (an installation's
-/// `lib/patio/`), else where [`crate::install::library_candidates`] finds it (the
-/// checkout's `mpiio/` build); `None` when it is not built (POSIX records only).
-fn mpiio_library(tracer: &Path) -> Option<PathBuf> {
-    std::iter::once(tracer.with_file_name(MPIIO_LIBRARY))
-        .chain(crate::install::library_candidates(MPIIO_LIBRARY, "mpiio"))
-        .find(|c| c.is_file())
-        .and_then(|c| absolute(&c).ok())
-}
-
 fn absolute(p: &Path) -> Result<PathBuf> {
     p.canonicalize()
         .with_context(|| format!("cannot resolve {}", p.display()))
@@ -190,67 +176,40 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
-/// Pid of the traced command, for forwarding SIGTERM/SIGHUP.
-static CHILD: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn forward(sig: libc::c_int) {
-    let pid = CHILD.load(Ordering::Relaxed);
-    if pid > 0 {
-        // SAFETY: kill is async-signal-safe.
-        unsafe { libc::kill(pid, sig) };
-    }
-}
-
 fn run_traced(args: RunArgs) -> Result<()> {
     let library = tracer_library()?;
     let dir = args.out.unwrap_or_else(default_dir);
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("cannot create trace directory {}", dir.display()))?;
     let dir = absolute(&dir)?;
-    let mut preload = library.as_os_str().to_os_string();
-    if let Some(mpiio) = mpiio_library(&library) {
-        preload.push(" ");
-        preload.push(mpiio);
-    }
-    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
-        preload.push(" ");
-        preload.push(old);
-    }
-    let (program, rest) = args.command.split_first().expect("clap requires a command");
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(rest)
-        .env("LD_PRELOAD", preload)
-        .env("PATIO_TRACE_DIR", &dir);
-    match &args.only {
-        Some(prefix) => {
-            let prefix = prefix
+    // The MPI-IO layer too, when it is built: MPIIO records beside the POSIX ones.
+    let layer = crate::run_cmd::mpiio_layer().ok();
+    let mut preload = vec![library];
+    preload.extend(layer.clone());
+    let preload = crate::child::preload_with(&preload);
+    let only = match &args.only {
+        Some(prefix) => Some(
+            prefix
                 .canonicalize()
-                .or_else(|_| std::path::absolute(prefix));
-            cmd.env("PATIO_TRACE_ONLY", prefix.context("--only")?);
-        }
-        None => {
-            cmd.env_remove("PATIO_TRACE_ONLY");
-        }
+                .or_else(|_| std::path::absolute(prefix))
+                .context("--only")?,
+        ),
+        None => None,
+    };
+    let mut env: Vec<(&str, Option<&OsStr>)> = vec![
+        ("LD_PRELOAD", Some(&preload)),
+        ("PATIO_TRACE_DIR", Some(dir.as_os_str())),
+        ("PATIO_TRACE_ONLY", only.as_deref().map(Path::as_os_str)),
+    ];
+    let libraries = if layer.is_some() {
+        crate::run_cmd::layer_library_env()
+    } else {
+        Vec::new()
+    };
+    for (var, path) in &libraries {
+        env.push((var, Some(path.as_os_str())));
     }
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
-    CHILD.store(child.id() as i32, Ordering::Relaxed);
-    // The terminal's Ctrl-C and Ctrl-\ reach the command itself (same process group):
-    // patio waits for it to end, then reports. SIGTERM/SIGHUP sent to patio alone (a
-    // launcher tearing the job down) are passed on.
-    // SAFETY: installing handlers that only call kill(2), and ignoring two signals.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-        for sig in [libc::SIGTERM, libc::SIGHUP] {
-            libc::signal(
-                sig,
-                forward as extern "C" fn(libc::c_int) as libc::sighandler_t,
-            );
-        }
-    }
-    let status = child.wait().context("waiting for the traced command")?;
+    let code = crate::child::run(&args.command, &env)?;
     let files = std::fs::read_dir(&dir)
         .map(|d| {
             d.filter_map(|e| e.ok())
@@ -263,12 +222,6 @@ fn run_traced(args: RunArgs) -> Result<()> {
         dir.display(),
         dir.display()
     );
-    use std::os::unix::process::ExitStatusExt;
-    let code = match (status.code(), status.signal()) {
-        (Some(code), _) => code,
-        (None, Some(sig)) => 128 + sig,
-        _ => 1,
-    };
     std::process::exit(code);
 }
 
