@@ -91,6 +91,7 @@ def test_v_without_log_writes_to_stderr(base: Path) -> None:
     stderr = run_mount(base, "prefetch", "-vv")
     assert f"patio: mounted patio on {base / 'mnt'}" in stderr, stderr
     assert "patio: debug: live statistics in" in stderr, stderr
+    assert f"patio: debug: {base / 'src' / 'f.bin'}: backend reads" in stderr, stderr
 
 
 def test_bad_log_settings_are_one_line_errors(base: Path) -> None:

@@ -232,6 +232,7 @@ impl Prefetcher {
             .counts
             .fallback_handles
             .fetch_add(1, Ordering::Relaxed);
+        log::info!("{why}: this handle is served with pread, not the prefetch engine");
         lock(&self.inner.fallback_reason).get_or_insert(why);
         None
     }
@@ -307,6 +308,7 @@ impl Observer for Prefetcher {
                             return self.fallback(format!("{}: {e}", name.display()));
                         }
                     };
+                    log::debug!("{}: backend reads {}", name.display(), data.io_mode());
                     lock(&inner.io_mode).get_or_insert_with(|| data.io_mode().to_string());
                     let handle = inner.engine.add_file(data);
                     files.insert(

@@ -529,6 +529,7 @@ impl CacheObserver {
 
     fn fallback(&self, why: String) -> Option<Box<dyn FileReader>> {
         self.fallback_handles.fetch_add(1, Ordering::Relaxed);
+        log::info!("{why}: this handle is served with pread, not the cache");
         lock(&self.fallback_reason).get_or_insert(why);
         None
     }
@@ -582,6 +583,7 @@ impl Observer for CacheObserver {
             Ok(f) => f,
             Err(e) => return self.fallback(format!("{}: {e}", name.display())),
         };
+        log::debug!("{}: SOURCE reads {}", name.display(), data.io_mode());
         lock(&self.io_mode).get_or_insert_with(|| data.io_mode().to_string());
         let idx = self.cache.open_file(path, &meta, dup, Arc::new(data));
         Some(Box::new(Reader {
