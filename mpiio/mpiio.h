@@ -31,12 +31,12 @@
 
 /* ---- runtime.c ---- */
 void *mpiio_resolve(const char *name);
-/* dlopen of patio's library `name`: the file $env names, else `name` in the directory
- * libpatio_mpiio.so was loaded from. `path` gets the file's path, or dlerror's message
- * when it cannot be loaded (NULL returned). */
-void *mpiio_open_library(const char *name, const char *env, char *path, size_t path_len);
-/* A function of a library mpiio_open_library loaded (NULL when missing). */
-void *mpiio_symbol(void *library, const char *name);
+/* Loads one of patio's C libraries once (`*state`: 0 not tried, 1 loaded, 2 unavailable):
+ * `name` from $`env`, else beside libpatio_mpiio.so; `names` (NULL-terminated) resolved
+ * into `fns`, the first being its ABI version function, which must return `abi`. 1 when
+ * loaded; else one warning ending in `without`, and 0. */
+int mpiio_load_library(const char *name, const char *env, const char *const *names, void **fns,
+                       uint32_t abi, const char *without, int *state);
 
 /* A PMPI function through a pointer resolved at first use: P(File_read_at)(…). */
 #define P(f)                                                                     \

@@ -34,49 +34,30 @@
 /* Hints below this confidence are not read ahead. */
 #define MIN_CONFIDENCE 0.55f
 
-static struct {
-    __typeof__(patio_prefetch_abi_version) *abi;
-    __typeof__(patio_prefetch_open) *open;
-    __typeof__(patio_prefetch_read) *read;
-    __typeof__(patio_prefetch_stats) *stats;
-    __typeof__(patio_prefetch_close) *close;
-    __typeof__(patio_policy_new) *policy_new;
-    __typeof__(patio_policy_observe) *observe;
-    __typeof__(patio_policy_free) *policy_free;
+static const char *const F_NAMES[] = {
+    "patio_prefetch_abi_version", "patio_prefetch_open", "patio_prefetch_read",
+    "patio_prefetch_stats",       "patio_prefetch_close", "patio_policy_new",
+    "patio_policy_observe",       "patio_policy_free",    NULL};
+/* libpatio_prefetch.so's functions, in F_NAMES order. */
+static union {
+    void *fn[8];
+    struct {
+        __typeof__(patio_prefetch_abi_version) *abi;
+        __typeof__(patio_prefetch_open) *open;
+        __typeof__(patio_prefetch_read) *read;
+        __typeof__(patio_prefetch_stats) *stats;
+        __typeof__(patio_prefetch_close) *close;
+        __typeof__(patio_policy_new) *policy_new;
+        __typeof__(patio_policy_observe) *observe;
+        __typeof__(patio_policy_free) *policy_free;
+    };
 } F;
 
 static int load_prefetch(void)
 {
-    static int state; /* 0 not tried, 1 loaded, 2 unavailable */
-    static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&m);
-    if (!state) {
-        char path[PATH_MAX];
-        void *h = mpiio_open_library("libpatio_prefetch.so", "PATIO_PREFETCH_LIB", path, sizeof path);
-        state = 2;
-        if (!h) {
-            mpiio_warn("%s; reads are not prefetched (set PATIO_PREFETCH_LIB)", path);
-        } else {
-            F.abi = (__typeof__(F.abi))mpiio_symbol(h, "patio_prefetch_abi_version");
-            F.open = (__typeof__(F.open))mpiio_symbol(h, "patio_prefetch_open");
-            F.read = (__typeof__(F.read))mpiio_symbol(h, "patio_prefetch_read");
-            F.stats = (__typeof__(F.stats))mpiio_symbol(h, "patio_prefetch_stats");
-            F.close = (__typeof__(F.close))mpiio_symbol(h, "patio_prefetch_close");
-            F.policy_new = (__typeof__(F.policy_new))mpiio_symbol(h, "patio_policy_new");
-            F.observe = (__typeof__(F.observe))mpiio_symbol(h, "patio_policy_observe");
-            F.policy_free = (__typeof__(F.policy_free))mpiio_symbol(h, "patio_policy_free");
-            if (!F.abi || !F.open || !F.read || !F.stats || !F.close || !F.policy_new ||
-                !F.observe || !F.policy_free)
-                mpiio_warn("%s lacks the patio_prefetch functions; reads are not prefetched", path);
-            else if (F.abi() != PATIO_PREFETCH_ABI_VERSION)
-                mpiio_warn("%s has C ABI version %u, not %u; reads are not prefetched", path,
-                           F.abi(), PATIO_PREFETCH_ABI_VERSION);
-            else
-                state = 1;
-        }
-    }
-    pthread_mutex_unlock(&m);
-    return state == 1;
+    static int state;
+    return mpiio_load_library("libpatio_prefetch.so", "PATIO_PREFETCH_LIB", F_NAMES, F.fn,
+                              PATIO_PREFETCH_ABI_VERSION, "reads are not prefetched", &state);
 }
 
 static uint64_t env_bytes(const char *name, uint64_t fallback)

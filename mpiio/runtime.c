@@ -32,13 +32,13 @@ void *mpiio_resolve(const char *name)
     return p;
 }
 
-void *mpiio_open_library(const char *name, const char *env, char *path, size_t path_len)
+static void *open_library(const char *name, const char *env, char *path, size_t path_len)
 {
     const char *given = getenv(env);
     Dl_info info;
     if (given && *given) {
         snprintf(path, path_len, "%s", given);
-    } else if (dladdr((void *)mpiio_open_library, &info) && info.dli_fname &&
+    } else if (dladdr((void *)open_library, &info) && info.dli_fname &&
                strrchr(info.dli_fname, '/')) {
         int dir = (int)(strrchr(info.dli_fname, '/') - info.dli_fname);
         snprintf(path, path_len, "%.*s/%s", dir, info.dli_fname, name);
@@ -51,7 +51,31 @@ void *mpiio_open_library(const char *name, const char *env, char *path, size_t p
     return h;
 }
 
-void *mpiio_symbol(void *library, const char *name) { return dlsym(library, name); }
+int mpiio_load_library(const char *name, const char *env, const char *const *names, void **fns,
+                       uint32_t abi, const char *without, int *state)
+{
+    static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&m);
+    if (!*state) {
+        char path[PATH_MAX];
+        void *h = open_library(name, env, path, sizeof path);
+        *state = 2;
+        size_t n = 0, found = 0;
+        for (; h && names[n]; n++)
+            found += (fns[n] = dlsym(h, names[n])) != NULL;
+        if (!h)
+            mpiio_warn("%s; %s (set %s)", path, without, env);
+        else if (found < n)
+            mpiio_warn("%s lacks the functions of its C ABI; %s", path, without);
+        else if (((uint32_t (*)(void))fns[0])() != abi)
+            mpiio_warn("%s has C ABI version %u, not %u; %s", path,
+                       ((uint32_t (*)(void))fns[0])(), abi, without);
+        else
+            *state = 1;
+    }
+    pthread_mutex_unlock(&m);
+    return *state == 1;
+}
 
 void mpiio_warn(const char *fmt, ...)
 {

@@ -22,45 +22,27 @@
 
 #include "mpiio.h"
 
-static struct {
-    __typeof__(patio_reorg_abi_version) *abi;
-    __typeof__(patio_reorg_open) *open;
-    __typeof__(patio_reorg_read) *read;
-    __typeof__(patio_reorg_size) *size;
-    __typeof__(patio_reorg_stats) *stats;
-    __typeof__(patio_reorg_close) *close;
+static const char *const R_NAMES[] = {"patio_reorg_abi_version", "patio_reorg_open",
+                                      "patio_reorg_read", "patio_reorg_size",
+                                      "patio_reorg_stats", "patio_reorg_close", NULL};
+/* libpatio_reorg.so's functions, in R_NAMES order. */
+static union {
+    void *fn[6];
+    struct {
+        __typeof__(patio_reorg_abi_version) *abi;
+        __typeof__(patio_reorg_open) *open;
+        __typeof__(patio_reorg_read) *read;
+        __typeof__(patio_reorg_size) *size;
+        __typeof__(patio_reorg_stats) *stats;
+        __typeof__(patio_reorg_close) *close;
+    };
 } R;
 
 static int load_reorg(void)
 {
-    static int state; /* 0 not tried, 1 loaded, 2 unavailable */
-    static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&m);
-    if (!state) {
-        char path[PATH_MAX];
-        void *h = mpiio_open_library("libpatio_reorg.so", "PATIO_REORG_LIB", path, sizeof path);
-        state = 2;
-        if (!h) {
-            mpiio_warn("%s; reorganized files are not served (set PATIO_REORG_LIB)", path);
-        } else {
-            R.abi = (__typeof__(R.abi))mpiio_symbol(h, "patio_reorg_abi_version");
-            R.open = (__typeof__(R.open))mpiio_symbol(h, "patio_reorg_open");
-            R.read = (__typeof__(R.read))mpiio_symbol(h, "patio_reorg_read");
-            R.size = (__typeof__(R.size))mpiio_symbol(h, "patio_reorg_size");
-            R.stats = (__typeof__(R.stats))mpiio_symbol(h, "patio_reorg_stats");
-            R.close = (__typeof__(R.close))mpiio_symbol(h, "patio_reorg_close");
-            if (!R.abi || !R.open || !R.read || !R.size || !R.stats || !R.close)
-                mpiio_warn("%s lacks the patio_reorg functions; reorganized files are not served",
-                           path);
-            else if (R.abi() != PATIO_REORG_ABI_VERSION)
-                mpiio_warn("%s has C ABI version %u, not %u; reorganized files are not served",
-                           path, R.abi(), PATIO_REORG_ABI_VERSION);
-            else
-                state = 1;
-        }
-    }
-    pthread_mutex_unlock(&m);
-    return state == 1;
+    static int state;
+    return mpiio_load_library("libpatio_reorg.so", "PATIO_REORG_LIB", R_NAMES, R.fn,
+                              PATIO_REORG_ABI_VERSION, "reorganized files are not served", &state);
 }
 
 /* ROMIO-style file-system prefixes ("ufs:", "nfs:", "lustre:"…) name the same file. */
