@@ -102,6 +102,12 @@ fn read(mnt: &Path) -> Result<std::result::Result<Value, String>> {
              `fusermount3 -u {shown}` if it is still mounted)"
         )));
     }
+    if !patio_fs::session::is_mount_point(&canonical) {
+        return Ok(Err(format!(
+            "{shown} is not a running patio mount (process {pid} published statistics for \
+             it, but nothing is mounted there)"
+        )));
+    }
     Ok(Ok(file))
 }
 

@@ -2,8 +2,9 @@
 //! rewrites a small stats file every second, and `patio mount stat MNT` reads it.
 //!
 //! Why a file in a per-user runtime directory, not a control file inside the mount:
-//! reading it never goes through the FUSE daemon, so it answers while the mount is
-//! busy or stuck; it does not show up in listings of the mount or collide with a
+//! reading it does not queue behind the application's requests (a control file would
+//! be served by the same FUSE threads), so it answers at once while the mount is
+//! busy; it does not show up in listings of the mount or collide with a
 //! source file of the same name; and only the user who mounted can read it (the
 //! directory is 0700), even on an `allow_other` mount shared with other users.
 //!

@@ -134,7 +134,7 @@ pub fn check_mountpoint(p: &Path, source: &Path) -> Result<PathBuf> {
 /// Whether `canonical` is where a file system is mounted: listed as a mount point in
 /// /proc/self/mountinfo (octal escapes decoded), or, without /proc, on another device
 /// than its parent.
-fn is_mount_point(canonical: &Path) -> bool {
+pub fn is_mount_point(canonical: &Path) -> bool {
     match fs::read_to_string("/proc/self/mountinfo") {
         Ok(info) => info.lines().any(|line| {
             line.split(' ')
