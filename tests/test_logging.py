@@ -103,7 +103,12 @@ def test_bad_log_settings_are_one_line_errors(base: Path) -> None:
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2, done
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("patio: error: --log"), done.stderr
+    assert len(lines) == 1 and lines[0].startswith("patio: error: cannot write log"), done.stderr
+    done = subprocess.run([*cmd, "--log", str(base / "mnt" / "x.log")],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "inside the mount point" in lines[0], done.stderr
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False,
                           env={**os.environ, "PATIO_LOG": "loud"})
     assert done.returncode == 2, done

@@ -224,7 +224,7 @@ fn summary_json(
 }
 
 pub fn mount(args: CacheArgs) -> Result<()> {
-    args.log.apply()?;
+    args.log.apply(&args.mountpoint)?;
     let cfg = config(&args)?;
     let store = args.store.config()?;
     let req = CacheMount {

@@ -25,12 +25,15 @@ pub struct LogArg {
 }
 
 impl LogArg {
-    /// Sends every later log line to the file, if one was named.
-    pub fn apply(&self) -> Result<()> {
-        match &self.log {
-            Some(path) => to_file(path),
-            None => Ok(()),
-        }
+    /// Sends every later log line to the file, if one was named; a file inside
+    /// `mountpoint` is refused (the mount would write its log through itself).
+    pub fn apply(&self, mountpoint: &Path) -> Result<()> {
+        let Some(path) = &self.log else {
+            return Ok(());
+        };
+        let mnt = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+        patio_fs::check_output(path, &mnt, "--log", "log")?;
+        to_file(path)
     }
 }
 

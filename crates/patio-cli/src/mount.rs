@@ -296,7 +296,7 @@ pub fn run(cmd: MountCommand) -> Result<()> {
 
 fn trace(args: TraceArgs) -> Result<()> {
     crate::retired::warn_if_given("--out", "--output");
-    args.log.apply()?;
+    args.log.apply(&args.mountpoint)?;
     check_stats_output(args.stats_json.as_deref(), &args.mountpoint)?;
     let req = TraceMount {
         source: args.source,
@@ -465,7 +465,7 @@ pub fn ended_text(e: Ended) -> &'static str {
 }
 
 fn prefetch_mount(args: PrefetchArgs) -> Result<()> {
-    args.log.apply()?;
+    args.log.apply(&args.mountpoint)?;
     let kind: PolicyKind = args.policy.parse()?;
     let model = args
         .model
@@ -567,7 +567,7 @@ fn render(j: &MountStatsJson, what: &str, mountpoint: &Path) -> String {
 }
 
 fn container_mount(args: ContainerArgs) -> Result<()> {
-    args.log.apply()?;
+    args.log.apply(&args.mountpoint)?;
     let index = IndexMode::parse(&args.index)?;
     check_stats_output(args.stats_json.as_deref(), &args.mountpoint)?;
     let req = ContainerMount {
