@@ -186,3 +186,28 @@ def test_found_whether_or_not_xdg_runtime_dir_is_set(
         assert live(m.mnt)["ended"] == "running"
         m.stop()
         not_a_mount(patio("mount", "stat", str(m.mnt), check=False))
+
+
+def test_without_a_mount_point_the_running_mounts_are_listed(
+    mount: Callable[..., AnyMount], runtime: Path
+) -> None:
+    """Other mounts of this user (in the fallback directory) may be listed too: only
+    this test's mount and a stale file are looked at."""
+    m = mount("cache")
+    ours = os.path.realpath(m.mnt)
+    # A file left by a killed mount is not listed.
+    (runtime / "mount-0000000000000000.json").write_text(json.dumps(
+        {"mount": {"kind": "trace", "pid": 0, "source": "/x", "mountpoint": "/gone",
+                   "updated_unix_ms": 0}, "stats": {}, "text": ""}))
+    rows = [ln.split()[:2] for ln in patio("mount", "stat").stdout.splitlines()]
+    assert rows.count(["cache", ours]) == 1, rows
+    assert not [r for r in rows if r[1] == "/gone"], rows
+    listed = json.loads(patio("mount", "stat", "--json").stdout)
+    mine = [e for e in listed if e["mount"]["mountpoint"] == ours]
+    assert len(mine) == 1 and mine[0]["mount"]["kind"] == "cache"
+    assert mine[0]["stats"]["ended"] == "running" and "hit_rate" in mine[0]["stats"]
+    assert "/gone" not in [e["mount"]["mountpoint"] for e in listed]
+    m.stop()
+    listed = json.loads(patio("mount", "stat", "--json").stdout)
+    assert ours not in [e["mount"]["mountpoint"] for e in listed]
+    assert ours not in patio("mount", "stat").stdout

@@ -149,7 +149,7 @@ pub enum MountCommand {
     /// when it ends ("ended": "running"). Exit status 1 when MOUNTPOINT is not a
     /// running patio mount.
     #[command(
-        after_help = "Examples:\n  patio mount prefetch data/ /mnt/pf --policy pattern &\n  patio mount stat /mnt/pf\n  watch -n1 patio mount stat /mnt/pf\n  patio mount stat /mnt/pf --json | jq .hits"
+        after_help = "Examples:\n  patio mount prefetch data/ /mnt/pf --policy pattern &\n  patio mount stat                  # every running mount of this user\n  patio mount stat /mnt/pf\n  watch -n1 patio mount stat /mnt/pf\n  patio mount stat /mnt/pf --json | jq .hits"
     )]
     Stat(crate::mount_stat::StatArgs),
 }

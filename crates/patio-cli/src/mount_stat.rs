@@ -6,7 +6,8 @@
 //! written), `stats` (exactly the object the mount writes to `--stats-json` when it
 //! ends, with `"ended": "running"`) and `text` (the report the mount prints when it
 //! ends, rendered by the mount itself so both read alike). `mount stat --json` prints
-//! `stats`, so one reader handles the at-unmount file and the live one.
+//! `stats`, so one reader handles the at-unmount file and the live one. Without MNT,
+//! `patio mount stat` lists the user's running mounts.
 
 use anyhow::{Context, Result};
 use patio_fs::live::Render;
@@ -16,10 +17,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 #[derive(clap::Args)]
 pub struct StatArgs {
-    /// Mount point of a running patio mount (of this user, on this machine).
+    /// Mount point of a running patio mount (of this user, on this machine); without
+    /// it, every running mount of this user is listed.
     #[arg(value_name = "MOUNTPOINT")]
-    mountpoint: PathBuf,
-    /// Print the counters as JSON: the object `--stats-json` holds at unmount.
+    mountpoint: Option<PathBuf>,
+    /// Print the counters as JSON: the object `--stats-json` holds at unmount (a list
+    /// of {"mount", "stats"} objects without MOUNTPOINT).
     #[arg(long)]
     json: bool,
 }
@@ -81,8 +84,14 @@ fn read(mnt: &Path) -> Result<std::result::Result<Value, String>> {
             dir.display()
         )));
     };
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    check(&path, &canonical, &shown.to_string())
+}
+
+/// The stats file at `path` if it is a running mount's at `canonical` (shown to the
+/// user as `shown`), or why it is not (one line).
+fn check(path: &Path, canonical: &Path, shown: &str) -> Result<std::result::Result<Value, String>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let file: Value = match serde_json::from_str(&text) {
         Ok(v) => v,
         Err(e) => return Ok(Err(format!("{}: not a stats file ({e})", path.display()))),
@@ -102,7 +111,7 @@ fn read(mnt: &Path) -> Result<std::result::Result<Value, String>> {
              `fusermount3 -u {shown}` if it is still mounted)"
         )));
     }
-    if !patio_fs::session::is_mount_point(&canonical) {
+    if !patio_fs::session::is_mount_point(canonical) {
         return Ok(Err(format!(
             "{shown} is not a running patio mount (process {pid} published statistics for \
              it, but nothing is mounted there)"
@@ -113,7 +122,10 @@ fn read(mnt: &Path) -> Result<std::result::Result<Value, String>> {
 
 /// `patio mount stat`: 0 with the counters printed, 1 when MNT is not a running mount.
 pub fn run(args: StatArgs) -> Result<u8> {
-    let file = match read(&args.mountpoint)? {
+    let Some(mountpoint) = &args.mountpoint else {
+        return list(args.json);
+    };
+    let file = match read(mountpoint)? {
         Ok(f) => f,
         Err(why) => {
             eprintln!("patio: {why}");
@@ -134,5 +146,52 @@ pub fn run(args: StatArgs) -> Result<u8> {
         age as f64 / 1000.0
     );
     print!("{}", file["text"].as_str().unwrap_or(""));
+    Ok(0)
+}
+
+/// `patio mount stat` without MOUNTPOINT: the running mounts of this user, one line
+/// each (kind, mount point, source, pid), or their files' `mount` and `stats` as JSON.
+fn list(json: bool) -> Result<u8> {
+    let mut running = Vec::new();
+    for path in patio_fs::live::all_stats() {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let Ok(file) = serde_json::from_str::<Value>(&text) else {
+            continue;
+        };
+        let Some(mnt) = file["mount"]["mountpoint"].as_str().map(PathBuf::from) else {
+            continue;
+        };
+        if let Ok(file) = check(&path, &mnt, &mnt.display().to_string())? {
+            running.push(file);
+        }
+    }
+    running.sort_by(|a, b| {
+        a["mount"]["mountpoint"]
+            .as_str()
+            .cmp(&b["mount"]["mountpoint"].as_str())
+    });
+    if json {
+        let out: Vec<Value> = running
+            .iter()
+            .map(|f| json!({"mount": f["mount"], "stats": f["stats"]}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(0);
+    }
+    if running.is_empty() {
+        eprintln!("patio: no running patio mounts of this user");
+    }
+    for f in &running {
+        let m = &f["mount"];
+        println!(
+            "{:<10} {}  (of {}, pid {})",
+            m["kind"].as_str().unwrap_or("?"),
+            m["mountpoint"].as_str().unwrap_or("?"),
+            m["source"].as_str().unwrap_or("?"),
+            m["pid"]
+        );
+    }
     Ok(0)
 }

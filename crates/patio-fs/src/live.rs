@@ -90,6 +90,24 @@ pub fn find_stats(mountpoint: &Path) -> Option<PathBuf> {
         .find(|f| f.is_file())
 }
 
+/// Every stats file of this user's mounts (running or left by a killed one).
+pub fn all_stats() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in candidate_dirs().into_iter().filter(|d| ours(d)) {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("mount-") && name.ends_with(".json") {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
 /// The stats file of the mount at `mountpoint` (a canonical path).
 pub fn stats_path(mountpoint: &Path) -> Result<PathBuf> {
     Ok(runtime_dir()?.join(file_name(mountpoint)))
@@ -222,6 +240,7 @@ mod tests {
         assert_eq!(path, stats_path(mnt).unwrap());
         assert_eq!(find_stats(mnt), Some(path.clone()));
         assert_eq!(find_stats(Path::new("/elsewhere")), None);
+        assert!(all_stats().contains(&path));
         assert!(path.starts_with(dir.path().join("patio")));
         assert_eq!(fs::read_to_string(&path).unwrap(), "0");
         std::thread::sleep(EVERY + Duration::from_millis(300));
