@@ -19,6 +19,9 @@
 
 EXPORT int MPI_File_open(MPI_Comm comm, const char *name, int amode, MPI_Info info, MPI_File *fh)
 {
+    /* every rank decides alike: the same registration, the same environment */
+    if (!mpiio_depth && mpiio_ready() && serve_refuses_write(name, amode))
+        return MPI_ERR_READ_ONLY;
     int rc = P(File_open)(comm, name, amode, info, fh);
     if (rc != MPI_SUCCESS || mpiio_depth || !mpiio_ready())
         return rc;

@@ -163,6 +163,9 @@ void files_each(void (*fn)(pfile_t *));
  * opened for writing, or not servable: one warning). The ranks then agree. */
 PatioReorgFile *serve_try(const char *name, int amode);
 void serve_release(PatioReorgFile *h);
+/* 1 when PATIO_MPIIO_WRITES=refuse and `name`, opened with write access, has a current
+ * registered container (one warning): the open fails with MPI_ERR_READ_ONLY. */
+int serve_refuses_write(const char *name, int amode);
 /* Reads `count` × `dt` at view data byte `b` from the container into `buf`. 0 and
  * *bytes set, or -1 (one warning; serving stops for the file and the caller reads the
  * original). `ext` receives the file extents (for tracing). */

@@ -77,6 +77,22 @@ PatioReorgFile *serve_try(const char *name, int amode)
     return h;
 }
 
+int serve_refuses_write(const char *name, int amode)
+{
+    const char *writes = getenv("PATIO_MPIIO_WRITES");
+    if (!(amode & (MPI_MODE_WRONLY | MPI_MODE_RDWR)) || !writes || strcmp(writes, "refuse") ||
+        !load_reorg())
+        return 0;
+    PatioReorgFile *h = NULL;
+    char msg[512] = "";
+    if (R.open(strip_prefix(name), &h, msg, sizeof msg) != PATIO_REORG_SERVED)
+        return 0;
+    R.close(h);
+    mpiio_warn("%s: opened for writing while a current reorganized container is registered "
+               "for it; refused (PATIO_MPIIO_WRITES=refuse)", name);
+    return 1;
+}
+
 void serve_release(PatioReorgFile *h)
 {
     if (h)

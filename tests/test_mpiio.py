@@ -634,6 +634,26 @@ def test_writes_pass_through_are_traced_and_make_the_container_stale(
     original_read_with_warnings(layer, src, model, tmp_path / "after", STALE)
 
 
+def test_writes_to_a_served_file_can_be_refused(tmp_path: Path, layer: Path) -> None:
+    """``PATIO_MPIIO_WRITES=refuse``: opening a file with a current registered container
+    for writing fails (MPI_ERR_READ_ONLY) with one warning per rank, and the file and
+    its container stay as they were (the next reader is still served)."""
+    src, data, _ = trace_and_apply(tmp_path, layer, "ior_reader")
+    dump = tmp_path / "wdump"
+    dump.mkdir()
+    env = {"PATIO_REORG_LIB": str(reorg_library(layer)), "PATIO_MPIIO_WRITES": "refuse"}
+    done = mpirun("ior_reader", ior_args(src, "write", dump), [layer], env, check=False)
+    assert done.returncode != 0
+    refusals = [w for w in warnings_of(done) if "refused (PATIO_MPIIO_WRITES=refuse)" in w]
+    assert 1 <= len(refusals) <= RANKS and str(src) in refusals[0], done.stderr
+    assert src.read_bytes() == data
+    dump = tmp_path / "rdump"
+    dump.mkdir()
+    served = served_run(layer, "ior_reader", ior_args(src, "at", dump), tmp_path / "counted")
+    assert warnings_of(served) == [], served.stderr
+    assert all(r["served_calls"] > 0 for r in stats(tmp_path / "counted"))
+
+
 
 # ---- prefetching -------------------------------------------------------------------
 
