@@ -89,6 +89,14 @@ fn text_arg<'a>(p: *const c_char, what: &str) -> Result<&'a str, String> {
         .map_err(|_| format!("{what} is not UTF-8"))
 }
 
+/// A new policy of the kind the C string names (no model).
+fn policy_arg(policy: *const c_char) -> Result<Box<dyn crate::policy::Policy>, String> {
+    let kind: PolicyKind = text_arg(policy, "policy")?
+        .parse()
+        .map_err(|e: crate::error::PrefetchError| e.to_string())?;
+    kind.build(&[], None).map_err(|e| e.to_string())
+}
+
 #[no_mangle]
 pub extern "C" fn patio_prefetch_abi_version() -> u32 {
     ABI_VERSION
@@ -111,12 +119,7 @@ pub unsafe extern "C" fn patio_prefetch_open(
             return Err("out is NULL".into());
         }
         let path = PathBuf::from(text_arg(path, "path")?);
-        let kind: PolicyKind = text_arg(policy, "policy")?
-            .parse()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        let policy = kind
-            .build(&[], None)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let policy = policy_arg(policy).map_err(|e| format!("{}: {e}", path.display()))?;
         let store = SlowStore::new(StoreConfig::with(0.0, 0.0));
         let data = DataFile::open(&path, store).map_err(|e| format!("{}: {e}", path.display()))?;
         let lease = process::acquire((budget_bytes > 0).then_some(budget_bytes))
@@ -234,10 +237,7 @@ pub unsafe extern "C" fn patio_policy_new(
         if out.is_null() {
             return Err("out is NULL".into());
         }
-        let kind: PolicyKind = text_arg(policy, "policy")?
-            .parse()
-            .map_err(|e: crate::error::PrefetchError| e.to_string())?;
-        let policy = kind.build(&[], None).map_err(|e| e.to_string())?;
+        let policy = policy_arg(policy)?;
         // SAFETY: checked non-null above.
         unsafe {
             *out = Box::into_raw(Box::new(PatioPolicy {
