@@ -146,6 +146,7 @@ typedef struct pfile {
     uint64_t *ahead;            /* read-ahead pieces: (offset, length) pairs … */
     size_t ahead_n;
     char *ahead_buf;            /* … and their bytes, one after another */
+    uint64_t ahead_limit;       /* most bytes read ahead at a miss (PATIO_MPIIO_READAHEAD) */
     uint64_t prefetched_bytes, prefetch_used_bytes;
     int independent;            /* the call being served is not collective (io.c) */
 } pfile_t;

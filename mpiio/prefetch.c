@@ -77,6 +77,7 @@ void prefetch_open(pfile_t *f, int amode)
     if (f->served) {
         if (F.policy_new(policy, &f->policy, msg, sizeof msg))
             mpiio_warn("%s: %s; reads are not read ahead", f->name, msg);
+        f->ahead_limit = env_bytes("PATIO_MPIIO_READAHEAD", 8u << 20);
         return;
     }
     if (f->serving)
@@ -147,7 +148,7 @@ static int push(uint64_t **v, size_t *n, size_t *cap, uint64_t off, uint64_t len
 static int ahead_read(pfile_t *f, const extents_t *ext, void *dest, uint64_t *got, char *msg,
                       size_t msg_len)
 {
-    uint64_t size = serve_size(f), limit = env_bytes("PATIO_MPIIO_READAHEAD", 8u << 20);
+    uint64_t size = serve_size(f), limit = f->ahead_limit;
     uint64_t *hints = malloc(2 * AHEAD_READS * sizeof *hints), *need = NULL, *place = NULL;
     size_t nh = 0, nn = 0, cn = 0, pn = 0, pc = 0;
     uint64_t done = 0, need_bytes = 0;
