@@ -11,6 +11,7 @@
 #   * the MPI-IO layer mpiio/libpatio_mpiio.so (make, with mpicc) and the C libraries it
 #     loads (libpatio_reorg.so: reorganized files; libpatio_prefetch.so: the prefetch
 #     engine), installed beside the tracer
+#   * an HDF5 with VOL support for the VOL connector (scripts/hdf5.sh: built once, cached)
 #
 # Environment overrides:
 #   PATIO_PYTHON       interpreter used to create the venv (default: /usr/bin/python3 if
@@ -30,7 +31,7 @@ MIN_RUST="1.87"
 APT_PACKAGES=(
     build-essential pkg-config python3 python3-venv python3-dev xz-utils zstd
     curl ca-certificates git libfuse3-dev fuse3 fio
-    openmpi-bin libopenmpi-dev pnetcdf-bin
+    openmpi-bin libopenmpi-dev pnetcdf-bin zlib1g-dev
 )
 
 say() { printf '==> %s\n' "$*"; }
@@ -205,6 +206,7 @@ build_all() {
 
     build_tracer
     build_mpiio "$target_dir"
+    bash "$REPO/scripts/hdf5.sh"
 
     # maturin develop always recompiles the cdylib and re-runs pip, so skip it when nothing
     # it depends on changed since the last successful run (PATIO_FORCE_BUILD=1 forces it).
