@@ -11,7 +11,8 @@
 #   * the MPI-IO layer mpiio/libpatio_mpiio.so (make, with mpicc) and the C libraries it
 #     loads (libpatio_reorg.so: reorganized files; libpatio_prefetch.so: the prefetch
 #     engine), installed beside the tracer
-#   * an HDF5 with VOL support for the VOL connector (scripts/hdf5.sh: built once, cached)
+#   * an HDF5 with VOL support (scripts/hdf5.sh: built once, cached) and the VOL connector
+#     vol/libpatio_vol.so, installed as .venv/lib/patio/vol/libpatio_vol.so
 #
 # Environment overrides:
 #   PATIO_PYTHON       interpreter used to create the venv (default: /usr/bin/python3 if
@@ -207,6 +208,7 @@ build_all() {
     build_tracer
     build_mpiio "$target_dir"
     bash "$REPO/scripts/hdf5.sh"
+    build_vol "$target_dir"
 
     # maturin develop always recompiles the cdylib and re-runs pip, so skip it when nothing
     # it depends on changed since the last successful run (PATIO_FORCE_BUILD=1 forces it).
@@ -247,6 +249,15 @@ build_mpiio() {
     install_if_changed "$target_dir/release/libpatio_reorg.so" "$VENV/lib/patio/libpatio_reorg.so"
     install_if_changed "$target_dir/release/libpatio_prefetch.so" "$VENV/lib/patio/libpatio_prefetch.so"
     install_if_changed "$REPO/mpiio/libpatio_mpiio.so" "$VENV/lib/patio/libpatio_mpiio.so"
+}
+
+# The VOL connector, alone in its plugin directory (HDF5 loads every library there), and
+# the layout core it loads from the directory above.
+build_vol() {
+    local target_dir="$1"
+    make -s -C "$REPO/vol" HDF5="$VENV/lib/patio/hdf5-2.2.0"
+    install_if_changed "$target_dir/release/libpatio_layout.so" "$VENV/lib/patio/libpatio_layout.so"
+    install_if_changed "$REPO/vol/libpatio_vol.so" "$VENV/lib/patio/vol/libpatio_vol.so"
 }
 
 install_if_changed() {

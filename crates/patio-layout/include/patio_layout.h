@@ -170,6 +170,40 @@ int patio_plan_extents(const PatioDecider *decider, const PatioPlan *plan, uint6
 
 void patio_plan_free(PatioPlan *plan);
 
+/* ---- Recording reads into a file's layout knowledge base (the VOL connector) ----
+ * The rows and record log patio.h5 writes (docs/FORMATS.md "Record log"), so that
+ * `patio layout status|advise|build` merge them alike. */
+typedef struct PatioRecorder PatioRecorder;
+
+/* File selection kinds of patio_recorder_read, and the values each takes. */
+#define PATIO_REC_ALL 0     /* H5S_SEL_ALL: no values */
+#define PATIO_REC_REGULAR 1 /* start, stride, count, block: rank values each */
+#define PATIO_REC_BLOCKS 2  /* nitems x (first corner, last corner), as H5Sget_select_hyper_blocklist */
+#define PATIO_REC_POINTS 3  /* nitems x rank coordinates, in buffer order */
+
+/* The knowledge base directory of `source` (NUL-terminated into buf[cap]; *n = its
+ * length). */
+int patio_kb_dir(const char *source, char *buf, uint64_t cap, uint64_t *n);
+
+/* A recorder for the reads of `source`, or *out = NULL (PATIO_OK) when the file has no
+ * knowledge base (no kb.sqlite in its directory). */
+int patio_recorder_open(const char *source, PatioRecorder **out);
+
+/* Records one read of dataset `dset` (its path in the file) of shape[rank]: the file
+ * selection (kind, nitems, values), the result's shape out_shape[out_rank], the bytes
+ * delivered, when it ended (seconds since the epoch) and how long it took. Appended to
+ * the process's record log every 256 reads. */
+int patio_recorder_read(PatioRecorder *rec, const char *dset, uint32_t rank,
+                        const uint64_t *shape, int32_t kind, uint64_t nitems,
+                        const uint64_t *values, uint32_t out_rank, const uint64_t *out_shape,
+                        uint64_t bytes, double t0, double seconds);
+
+/* Appends the buffered reads now. */
+int patio_recorder_flush(PatioRecorder *rec);
+
+/* Appends the buffered reads, ends the log and frees the recorder (NULL: nothing). */
+int patio_recorder_close(PatioRecorder *rec);
+
 #ifdef __cplusplus
 }
 #endif

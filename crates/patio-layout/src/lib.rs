@@ -10,6 +10,8 @@
 //! | [`flatten`] | selection x layout -> byte extents, in closed form per run |
 //! | [`price`] | eq 3.1 with a decompression term over `patio-storage`'s model |
 //! | [`capi`] | the C ABI (`include/patio_layout.h`) for the VOL connector and the MPI-IO layer |
+//! | [`capi_kb`] | the C ABI of recording reads into a knowledge base's record log |
+//! | [`kblog`] | knowledge base location, a read's selection as recorded, record logs |
 //! | [`capi_plan`] | the C ABI of a chosen plan: its pieces, their selections and extents |
 //! | [`axes`] | set algebra on per-axis block lists (containment, positions) |
 //! | [`decide`] | the candidates for one read, their prices, the choice and its memo |
@@ -18,10 +20,12 @@
 
 pub mod axes;
 pub mod capi;
+pub mod capi_kb;
 pub mod capi_plan;
 pub mod decide;
 pub mod error;
 pub mod flatten;
+pub mod kblog;
 pub mod layout;
 pub mod pieces;
 pub mod price;

@@ -29,7 +29,8 @@ examples:
   patio layout build run.h5 --budget 20%      build/evict replicas within 20 % of the file size
   patio layout learn run.darshan --file run.h5  record the reads of an unmodified program
   patio layout evict run.h5 --stale           drop replicas whose source changed
-  patio layout probe --dir /scratch           measure the cost model's constants there"""
+  patio layout probe --dir /scratch           measure the cost model's constants there
+  eval "$(patio layout vol-env)"              record the reads of unmodified HDF5 programs"""
 
 
 class CliError(Exception):
@@ -415,7 +416,16 @@ def parser() -> argparse.ArgumentParser:
     deprecated_alias(s, "--model", "--store", "model", metavar="PRESET")
     s.add_argument("--file", help="store the constants in this HDF5 file's knowledge base")
     s.set_defaults(run=cmd_probe)
+    s = add("vol-env", "the environment that loads patio's HDF5 VOL connector into unmodified "
+            "programs (their reads recorded)")
+    s.set_defaults(run=_vol_env)
     return p
+
+
+def _vol_env(a: argparse.Namespace) -> int:
+    from .vol import cmd_vol_env
+
+    return cmd_vol_env(a)
 
 
 def main(argv: list[str]) -> int:
