@@ -2,6 +2,7 @@
 //! writing them (format by extension), and `patio convert`.
 
 use anyhow::{bail, Context, Result};
+use indicatif::ProgressBar;
 use patio_core::trace::{Trace, NATIVE_MAGIC};
 use patio_core::Detector;
 use serde::Serialize;
@@ -16,6 +17,12 @@ fn looks_native(head: &[u8]) -> bool {
 /// Reads a trace; damage in a native trace is reported on stderr and the intact part
 /// returned.
 pub fn load_trace(path: &Path) -> Result<Trace> {
+    load_trace_with(path, &ProgressBar::hidden())
+}
+
+/// [`load_trace`] reporting on `bar`: the bytes parsed of a CSV trace (and of the CSV a
+/// Darshan log is turned into).
+fn load_trace_with(path: &Path, bar: &ProgressBar) -> Result<Trace> {
     let mut head = [0u8; 4];
     {
         use std::io::Read;
@@ -50,8 +57,8 @@ pub fn load_trace(path: &Path) -> Result<Trace> {
         return Ok(recovered.trace);
     }
     match ext.as_str() {
-        "darshan" => load_darshan(path),
-        "csv" => Ok(Trace::read_csv(path)?),
+        "darshan" => load_darshan(path, bar),
+        "csv" => read_csv_counted(path, &path.display().to_string(), bar),
         _ => bail!(
             "{}: unknown trace format (expected a .darshan log, a .csv trace or a native .ptrace trace)",
             path.display()
@@ -61,12 +68,27 @@ pub fn load_trace(path: &Path) -> Result<Trace> {
 
 /// Darshan logs are read by PyDarshan through `python -m patio.dxt`, which writes the
 /// documented CSV.
-fn load_darshan(path: &Path) -> Result<Trace> {
+fn load_darshan(path: &Path, bar: &ProgressBar) -> Result<Trace> {
     let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
     let csv = dir.path().join("trace.csv");
     crate::python::run_helper("dxt", &[path.as_os_str(), "-o".as_ref(), csv.as_os_str()])
         .with_context(|| format!("cannot read Darshan log {}", path.display()))?;
-    Ok(Trace::read_csv(&csv)?)
+    read_csv_counted(&csv, &csv.display().to_string(), bar)
+}
+
+/// Parses the CSV trace at `path` (`name` in its errors), counting its bytes on `bar`.
+fn read_csv_counted(path: &Path, name: &str, bar: &ProgressBar) -> Result<Trace> {
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let len = file
+        .metadata()
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .len();
+    crate::report::count_bytes(bar, len);
+    Ok(Trace::parse_csv(
+        std::io::BufReader::new(bar.wrap_read(file)),
+        name,
+    )?)
 }
 
 #[derive(clap::Args)]
@@ -86,7 +108,7 @@ pub struct ConvertArgs {
 pub fn load_trace_shown(path: &Path, hidden: bool) -> Result<Trace> {
     let bar = crate::report::spinner(hidden);
     bar.set_message(format!("reading {}", path.display()));
-    let trace = load_trace(path);
+    let trace = load_trace_with(path, &bar);
     bar.finish_and_clear();
     trace
 }

@@ -10,31 +10,42 @@ use std::time::Duration;
 
 /// A progress bar on stderr, hidden when the output is JSON.
 pub fn progress(len: u64, hidden: bool) -> ProgressBar {
-    if hidden {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
-            .expect("valid template"),
-    );
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
+    drawn(
+        Some(len),
+        "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
+        hidden,
+    )
 }
 
 /// A spinner on stderr for work of unknown length, saying which stage it is in
 /// (`set_message`); hidden like [`progress`].
 pub fn spinner(hidden: bool) -> ProgressBar {
+    drawn(None, "{spinner} [{elapsed_precise}] {msg}", hidden)
+}
+
+/// Turns `bar` (a spinner, or hidden) into a bar of `len` bytes: work whose total turned
+/// out to be known once it started (the size of the file being read).
+pub fn count_bytes(bar: &ProgressBar, len: u64) {
+    bar.set_style(style(
+        "{spinner} [{elapsed_precise}] {bar:30} {bytes}/{total_bytes} {msg}",
+    ));
+    bar.set_length(len); // draws the bar in its new style at once
+}
+
+/// A bar or spinner drawn on stderr (where indicatif draws nothing unless it is a
+/// terminal), ticking on its own; hidden when `hidden`.
+fn drawn(len: Option<u64>, template: &str, hidden: bool) -> ProgressBar {
     if hidden {
         return ProgressBar::hidden();
     }
-    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
-            .expect("valid template"),
-    );
+    let bar = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr());
+    bar.set_style(style(template));
     bar.enable_steady_tick(Duration::from_millis(200));
     bar
+}
+
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template).expect("valid template")
 }
 
 /// Prints `{"cases": rows}` as pretty JSON on stdout.

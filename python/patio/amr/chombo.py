@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -315,13 +315,17 @@ def write_reordered(
     dst: str | os.PathLike[str],
     perms: Mapping[int, Sequence[int] | np.ndarray],
     hier: Hierarchy | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> None:
     """Write ``dst``: ``src`` with level ``L``'s boxes in order ``perms[L]`` (new position
-    ``p`` holds old box ``perms[L][p]``); levels missing from ``perms`` are copied as is."""
+    ``p`` holds old box ``perms[L][p]``); levels missing from ``perms`` are copied as is.
+    ``progress(done, total)`` is called after each level with the boxes written so far."""
     s, d = str(src), str(dst)
     if same_file(s, d):
         raise ChomboError(s, "output path equals the input")
     hier = hier or read_hierarchy(s)
+    boxes = {lev.index: lev.n for lev in hier.levels}
+    total, done = sum(boxes.values()), 0
     with _files.replacing(d, prefix=".patio-amr-") as tmp, h5py.File(s, "r") as fi, \
             h5py.File(tmp, "w") as fo:
         _copy_attrs(fi, fo)
@@ -330,12 +334,15 @@ def write_reordered(
             perm = None if m is None else perms.get(int(m.group(1)))
             if perm is None:
                 fi.copy(fi[name], fo, name=name)
-                continue
-            lev = hier.levels[int(m.group(1))]
-            p = np.asarray(perm, dtype=np.int64)
-            if p.shape != (lev.n,) or not np.array_equal(np.sort(p), np.arange(lev.n)):
-                raise ChomboError(s, "ordering is not a permutation of the boxes", lev.index)
-            _write_level(fi[name], fo, name, lev, p)
+            else:
+                lev = hier.levels[int(m.group(1))]
+                p = np.asarray(perm, dtype=np.int64)
+                if p.shape != (lev.n,) or not np.array_equal(np.sort(p), np.arange(lev.n)):
+                    raise ChomboError(s, "ordering is not a permutation of the boxes", lev.index)
+                _write_level(fi[name], fo, name, lev, p)
+            if m is not None and progress is not None:
+                done += boxes.get(int(m.group(1)), 0)
+                progress(done, total)
 
 
 def _copy_attrs(a: h5py.HLObject, b: h5py.HLObject) -> None:

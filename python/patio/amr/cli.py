@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from patio import _files
+from patio import _progress as progress
 from patio.amr.chombo import ChomboError, Hierarchy, Level, read_hierarchy, same_file
 from patio.amr.model import advise, store
 from patio.amr.order import LAYOUTS
@@ -187,7 +188,13 @@ def _reorder(a: argparse.Namespace) -> int:
         raise ChomboError(a.file, "--queries must be at least 1")
     if same_file(a.output, a.file):
         raise ChomboError(a.file, "output path equals the input")
-    res = reorder(a.file, a.output, a.layout, store(a.store), a.queries)
+    with progress.bar(0, f"reordering {a.file}", a.json, unit="box") as shown:
+
+        def advance(done: int, total: int) -> None:
+            shown.total = total
+            shown.update(done - shown.n)
+
+        res = reorder(a.file, a.output, a.layout, store(a.store), a.queries, progress=advance)
     if a.json:
         print(json.dumps(res))
         return 0

@@ -10,6 +10,7 @@ after; the output is a standard Chombo file written through a temporary file.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -37,8 +38,10 @@ def reorder(
     model: StorageModel | None = None,
     queries: int | None = None,
     seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Rewrite ``src`` as ``dst`` in ``layout`` (``auto`` asks the model); the report."""
+    """Rewrite ``src`` as ``dst`` in ``layout`` (``auto`` asks the model); the report.
+    ``progress(done, total)``: boxes written so far, after each level."""
     if layout != "auto" and layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; expected auto or one of {LAYOUTS}")
     hier = read_hierarchy(src)
@@ -51,7 +54,7 @@ def reorder(
         chosen_by = "model"
     rpc = int(model.params()["rpc_size"])
     perms = level_orders(hier, layout, rpc)
-    write_reordered(src, dst, perms, hier)
+    write_reordered(src, dst, perms, hier, progress)
     levels = []
     for lev in hier.levels:
         qs = sample_queries(lev, min(lev.n, REPORT_QUERIES), np.random.default_rng(seed))

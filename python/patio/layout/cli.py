@@ -13,6 +13,7 @@ import sqlite3
 import sys
 from typing import Any
 
+from patio import _progress as progress
 from patio._cli_args import deprecated_alias
 
 DESCRIPTION = """\
@@ -254,12 +255,13 @@ def cmd_build(a: argparse.Namespace) -> int:
         if not a.dry_run:
             for rid in evict:
                 replicas.evict(kb, rid)
-            for i, p in enumerate(build, 1):
-                print(f"[{i}/{len(build)}] building {p.dset} {p.label()} ({p.bytes:,} B)",
-                      file=sys.stderr, flush=True)
-                rid = replicas.build(kb, a.file, p.dset, p.kind, p.params, sel=p.sel,
-                                     axes_sets=p.axes_sets)
-                done.append(rid)
+            with progress.bar(sum(p.bytes for p in build), "building", a.json) as shown:
+                for i, p in enumerate(build, 1):
+                    shown.set_description(f"[{i}/{len(build)}] {p.dset} {p.label()}")
+                    rid = replicas.build(kb, a.file, p.dset, p.kind, p.params, sel=p.sel,
+                                         axes_sets=p.axes_sets)
+                    shown.update(p.bytes)
+                    done.append(rid)
         if not build and rejected and not a.dry_run:
             smallest = min(p.bytes + p.meta_bytes for p in rejected)
             gone = f" ({len(evict)} replicas evicted to fit it)" if evict else ""
