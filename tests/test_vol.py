@@ -33,10 +33,9 @@ SHAPE = (6, 10, 8)
 DATASETS = ["/chunked", "/gzip", "/contiguous"]
 
 
-@pytest.fixture(scope="module")
-def env() -> dict[str, str]:
-    """The connector's environment from ``patio layout vol-env --json`` (setup builds
-    and installs the connector and its HDF5)."""
+def connector_env() -> dict[str, str]:
+    """The connector's environment, as ``patio layout vol-env --json`` prints it (setup
+    builds and installs the connector and its HDF5)."""
     from patio.layout.vol import VolError, vol_env
 
     try:
@@ -46,19 +45,28 @@ def env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tests/c/vol_read.c built with -Wall -Wextra -Werror against the connector's HDF5."""
+def env() -> dict[str, str]:
+    return connector_env()
+
+
+def compile_c(name: str, dest: Path) -> Path:
+    """tests/c/NAME.c built with -Wall -Wextra -Werror against the connector's HDF5."""
     from patio.layout.vol import hdf5_prefix
 
     if shutil.which("cc") is None:
         pytest.skip("no C compiler")
     hdf5, _ = hdf5_prefix()
-    exe = tmp_path_factory.mktemp("vol") / "vol_read"
+    exe = dest / name
     subprocess.run(["cc", "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror",
-                    f"-I{hdf5 / 'include'}", str(ROOT / "tests" / "c" / "vol_read.c"),
+                    f"-I{hdf5 / 'include'}", str(ROOT / "tests" / "c" / f"{name}.c"),
                     f"-L{hdf5 / 'lib'}", "-lhdf5", f"-Wl,-rpath,{hdf5 / 'lib'}", "-o", str(exe)],
                    check=True, timeout=120)  # fmt: skip
     return exe
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_c("vol_read", tmp_path_factory.mktemp("vol"))
 
 
 def make_file(path: Path) -> Path:

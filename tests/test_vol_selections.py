@@ -1,0 +1,122 @@
+"""The VOL connector on random selections: tests/c/vol_sel.c reads seeded random
+selections (everything, regular hyperslabs with and without dropped unit axes, unions
+of possibly overlapping boxes, point lists with repeats) of chunked, gzip-compressed and
+contiguous datasets, with and without ``libpatio_vol.so`` loaded.
+
+Reference models: h5py's low-level read of the same file and memory dataspaces on the
+original (the bytes), and patio.h5's recording path for the same dataspaces
+(``patio.layout.h5sel.from_space`` and ``KnowledgeBase.record``: the patterns)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from h5py import h5s, h5t
+from patio.layout import h5sel
+from patio.layout.kb import KnowledgeBase
+from test_vol import DATASETS, SHAPE, compile_c, connector_env, make_file, patterns, run, vol
+
+READS = 40
+
+
+@pytest.fixture(scope="module")
+def env() -> dict[str, str]:
+    return connector_env()
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_c("vol_sel", tmp_path_factory.mktemp("vol"))
+
+
+def random_reads(rng: np.random.Generator) -> list[tuple[list[int], str, list[int]]]:
+    """(memory dims, kind, numbers) per read, as vol_sel.c's spec lines take them."""
+    reads: list[tuple[list[int], str, list[int]]] = []
+    for _ in range(READS):
+        kind = rng.choice(["A", "H", "U", "P"], p=[0.1, 0.4, 0.25, 0.25])
+        if kind == "A":
+            reads.append((list(SHAPE), "A", []))
+        elif kind == "H":
+            parts: list[list[int]] = [[], [], [], []]
+            for n in SHAPE:
+                block = int(rng.integers(1, 3))
+                stride = block + int(rng.integers(0, 3))
+                count = int(rng.integers(1, (n - block) // stride + 2))
+                start = int(rng.integers(0, n - (count - 1) * stride - block + 1))
+                for part, v in zip(parts, (start, stride, count, block)):
+                    part.append(v)
+            ext = [c * b for c, b in zip(parts[2], parts[3])]
+            mem = [e for e in ext if e != 1] if rng.random() < 0.5 else ext
+            reads.append((mem, "H", [1] + [v for part in parts for v in part]))
+        elif kind == "U":
+            k = int(rng.integers(2, 5))
+            nums = [k]
+            for _ in range(k):
+                lo = [int(rng.integers(0, n)) for n in SHAPE]
+                size = [int(rng.integers(1, n - x + 1)) for x, n in zip(lo, SHAPE)]
+                nums += lo + [1] * len(SHAPE) + [1] * len(SHAPE) + size
+            reads.append(([], "U", nums))  # memory dims: the selection's size, below
+        else:
+            k = int(rng.integers(1, 30))
+            pts = [int(rng.integers(0, n)) for _ in range(k) for n in SHAPE]
+            reads.append(([k], "P", [k] + pts))
+    return reads
+
+
+def file_space(kind: str, nums: list[int]) -> h5s.SpaceID:
+    space = h5s.create_simple(SHAPE)
+    rank = len(SHAPE)
+    if kind in "HU":
+        for j in range(nums[0]):
+            v = nums[1 + 4 * rank * j:1 + 4 * rank * (j + 1)]
+            start, stride, count, block = (tuple(v[p * rank:(p + 1) * rank]) for p in range(4))
+            space.select_hyperslab(start, count, stride, block,
+                                   op=h5s.SELECT_OR if j else h5s.SELECT_SET)
+    elif kind == "P":
+        space.select_elements(np.array(nums[1:], dtype=np.uint64).reshape(-1, rank))
+    return space
+
+
+@pytest.mark.usefixtures("layout_dir")
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_selections_same_bytes_and_patterns_as_h5py_and_patio_h5(
+    tmp_path: Path, program: Path, env: dict[str, str], seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    c_file, py_file = make_file(tmp_path / "c.h5"), make_file(tmp_path / "py.h5")
+    KnowledgeBase(c_file).close()
+    with h5py.File(c_file, "r") as f, KnowledgeBase(py_file) as kb:
+        for dset in DATASETS:
+            reads = random_reads(rng)
+            lines, want, rows = [], [], []
+            for mem, kind, nums in reads:
+                space = file_space(kind, nums)
+                if kind == "U":
+                    mem = [int(space.get_select_npoints())]
+                mspace = h5s.create_simple(tuple(mem)) if mem else h5s.create(h5s.SCALAR)
+                arr = np.empty(tuple(mem), dtype="<f8")
+                f[dset].id.read(mspace, space, arr, h5t.NATIVE_DOUBLE)
+                want.append(arr.tobytes())
+                sel = h5sel.from_space(SHAPE, space, tuple(mem))
+                rows.append((dset, sel, arr.nbytes, 1, "py", time.time(), 0.0))
+                lines.append(" ".join(map(str, [len(mem), *mem, "H" if kind == "U" else kind,
+                                                *nums])))
+            kb.record(rows)
+            specs = tmp_path / "specs.txt"
+            specs.write_text("\n".join(lines) + "\n")
+            native, through = tmp_path / "native.bin", tmp_path / "vol.bin"
+            for out, e in ((native, None), (through, vol(env))):
+                r = run(program, c_file, dset, out, e, str(specs))
+                assert r.returncode == 0, r.stderr
+                assert r.stderr == ""
+            assert through.read_bytes() == native.read_bytes() == b"".join(want)
+    got = patterns(c_file)
+    assert got == patterns(py_file)
+    kinds = {json.loads(p[1])["kind"] for p in got}
+    assert kinds == {"hyperslab", "union", "points"}
+
