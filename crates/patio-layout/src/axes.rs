@@ -6,6 +6,8 @@
 use crate::selection::{Axis, Grid, Selection};
 use std::borrow::Cow;
 
+pub mod bits;
+
 /// `a ∩ b`.
 pub fn intersect(a: &Axis, b: &Axis) -> Axis {
     let mut out = Vec::new();
@@ -105,7 +107,7 @@ pub fn union<'a>(axes: impl Iterator<Item = &'a Axis>) -> Axis {
 }
 
 /// The position of each block's first index in the sorted index set `s`, and `s`'s size.
-fn offsets(s: &Axis) -> (Vec<u64>, u64) {
+pub(crate) fn offsets(s: &Axis) -> (Vec<u64>, u64) {
     let mut before = Vec::with_capacity(s.blocks.len());
     let mut total = 0u64;
     for &(_, n) in &s.blocks {
@@ -118,7 +120,11 @@ fn offsets(s: &Axis) -> (Vec<u64>, u64) {
 /// The positions of `a`'s indices in the sorted index set `s` (`a ⊆ s`): position `p`
 /// of index `i` is the number of indices of `s` below `i`.
 pub fn positions(a: &Axis, s: &Axis) -> Axis {
-    let (before, _) = offsets(s);
+    positions_from(a, s, &offsets(s).0)
+}
+
+/// [`positions`] with `s`'s block offsets ([`offsets`]) made beforehand.
+pub(crate) fn positions_from(a: &Axis, s: &Axis, before: &[u64]) -> Axis {
     let mut out = Vec::new();
     for &(start, n) in &a.blocks {
         let (mut lo, hi) = (start, start + n);

@@ -19,7 +19,8 @@
 //!   axis but one are combined, greedily (the replica holding most of what is still
 //!   missing first), with the original for what none holds.
 
-use crate::axes::{contains, intersect, overlap, positions, priced_form, subtract};
+use crate::axes::bits::IndexSet;
+use crate::axes::{offsets, positions_from, priced_form, subtract};
 use crate::error::{LayoutError, Result};
 use crate::layout::Layout;
 use crate::price::{price_selection, Constants};
@@ -93,6 +94,17 @@ pub struct Decider {
     model: Striping,
     consts: Constants,
     memo: HashMap<Selection, (Candidate, f64)>,
+    /// Each concatenated product replica's index sets prepared once; empty for other
+    /// replicas.
+    sets: Vec<Vec<Prepared>>,
+}
+
+/// A concatenated product replica's index set along one axis, prepared for the
+/// decision: in the form the set algebra works on (a bitmap on a short axis) and with
+/// the position of each block's first index (for reading the replica at positions).
+struct Prepared {
+    set: IndexSet,
+    before: Vec<u64>,
 }
 
 impl Decider {
@@ -141,12 +153,27 @@ impl Decider {
                 )));
             }
         }
+        let sets = replicas
+            .iter()
+            .map(|r| match &r.holds {
+                Holds::Product { sets, .. } => sets
+                    .iter()
+                    .zip(&original.shape)
+                    .map(|(a, &n)| Prepared {
+                        set: IndexSet::new(a, n),
+                        before: offsets(a).0,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            })
+            .collect();
         Ok(Decider {
             original,
             replicas,
             model,
             consts,
             memo: HashMap::new(),
+            sets,
         })
     }
 
@@ -238,13 +265,18 @@ impl Decider {
             out.extend(c);
         }
         if let Some(a) = &axes {
+            let req: Vec<IndexSet> = a
+                .iter()
+                .zip(&self.original.shape)
+                .map(|(a, &n)| IndexSet::new(a, n))
+                .collect();
             for (i, r) in self.replicas.iter().enumerate() {
                 if let Holds::Product { sets, perm } = &r.holds {
-                    let c = self.concat_product(i, sets, perm, a, bound(&out))?;
+                    let c = self.concat_product(i, sets, perm, a, &req, bound(&out))?;
                     out.extend(c);
                 }
             }
-            let c = self.combined(a, bound(&out))?;
+            let c = self.combined(a, &req, bound(&out))?;
             out.extend(c);
         }
         Ok(out)
@@ -297,26 +329,21 @@ impl Decider {
     /// coordinates, so the rest costs the original's price — in `O(blocks of axis k)` —
     /// and a candidate reading it (plus replica parts) is never strictly cheaper than
     /// the original: pruned before any part of it is built.
-    fn same_pages(&self, k: usize, removed: &Axis, r: &Axis) -> bool {
+    fn same_pages(&self, k: usize, removed: &IndexSet, r: &IndexSet) -> bool {
         let l = &self.original;
         let (c, item) = (l.chunk[k], l.itemsize);
         let stride = l.chunk[k + 1..].iter().product::<u64>() * item;
         let page = self.model.page_size;
-        let mut j = 0;
-        for &(s, n) in &removed.blocks {
-            while j + 1 < r.blocks.len() && r.blocks[j + 1].0 < s {
-                j += 1;
-            }
-            let (Some(&(rs, rn)), Some(&(hi, _))) = (r.blocks.get(j), r.blocks.get(j + 1)) else {
+        // Kept indices farther than this from a removed block leave a page-wide gap.
+        let within = (page + item) / stride.max(1) + 1;
+        removed.each_block(|s, n| {
+            let (Some(lo), Some(hi)) = (r.nearest_below(s, within), r.nearest_from(s + n, within))
+            else {
                 return false;
             };
-            let lo = rs + rn - 1;
             let gap = (hi - lo).saturating_mul(stride).saturating_sub(item);
-            if rs >= s || hi < s + n || lo / c != hi / c || gap >= page {
-                return false;
-            }
-        }
-        true
+            lo / c == hi / c && gap < page
+        })
     }
 
     /// The cheapest candidate and its modelled saving over the original, remembered
@@ -327,7 +354,7 @@ impl Decider {
         if let Some(hit) = self.memo.get(&request) {
             return Ok(hit.clone());
         }
-        let cands = self.candidates_of(&request, axes, true)?;
+        let mut cands = self.candidates_of(&request, axes, true)?;
         let original = cands[0].seconds;
         let mut best = 0;
         for (i, c) in cands.iter().enumerate().skip(1) {
@@ -335,7 +362,9 @@ impl Decider {
                 best = i;
             }
         }
-        let chosen = (cands[best].clone(), original - cands[best].seconds);
+        let cheapest = cands.swap_remove(best);
+        let saving = original - cheapest.seconds;
+        let chosen = (cheapest, saving);
         if self.memo.len() >= MEMO {
             self.memo.clear();
         }
@@ -343,18 +372,23 @@ impl Decider {
         Ok(chosen)
     }
 
+    /// The candidate of concatenated product replica `i` for a product request with
+    /// index sets `axes` (`req`: the same as [`IndexSet`]s).
+    #[allow(clippy::too_many_arguments)]
     fn concat_product(
         &self,
         i: usize,
         sets: &[Axis],
         perm: &[usize],
         axes: &[Axis],
+        req: &[IndexSet],
         bound: Option<Bound>,
     ) -> Result<Option<Candidate>> {
+        let held_sets = &self.sets[i];
         let outside: Vec<usize> = (0..axes.len())
-            .filter(|&j| !contains(&sets[j], &axes[j]))
+            .filter(|&j| !held_sets[j].set.contains(&req[j]))
             .collect();
-        let pos = |j: usize, a: &Axis| positions(a, &sets[j]);
+        let pos = |j: usize, a: &Axis| positions_from(a, &sets[j], &held_sets[j].before);
         if outside.is_empty() {
             let g = Grid {
                 axes: (0..axes.len()).map(|j| pos(j, &axes[j])).collect(),
@@ -366,14 +400,15 @@ impl Decider {
             return Ok(None);
         }
         let k = outside[0];
-        let held = intersect(&axes[k], &sets[k]);
+        let held = req[k].intersect(&held_sets[k].set);
         if held.is_empty() {
             return Ok(None);
         }
-        let rest = subtract(&axes[k], &sets[k]);
+        let rest = req[k].subtract(&held_sets[k].set);
         if bound.is_some() && self.same_pages(k, &held, &rest) {
             return Ok(None);
         }
+        let (held, rest) = (held.to_axis(), rest.to_axis());
         let g = Grid {
             axes: (0..axes.len())
                 .map(|j| {
@@ -445,7 +480,12 @@ impl Decider {
         self.bounded(plan, parts, held_points, bound)
     }
 
-    fn combined(&self, axes: &[Axis], bound: Option<Bound>) -> Result<Option<Candidate>> {
+    fn combined(
+        &self,
+        axes: &[Axis],
+        req: &[IndexSet],
+        bound: Option<Bound>,
+    ) -> Result<Option<Candidate>> {
         let d = axes.len();
         let mut best: Option<Candidate> = None;
         for k in 0..d {
@@ -455,7 +495,7 @@ impl Decider {
                 .enumerate()
                 .filter_map(|(i, r)| match &r.holds {
                     Holds::Product { sets, perm }
-                        if (0..d).all(|j| j == k || contains(&sets[j], &axes[j])) =>
+                        if (0..d).all(|j| j == k || self.sets[i][j].set.contains(&req[j])) =>
                     {
                         Some((i, sets.as_slice(), perm.as_slice()))
                     }
@@ -471,43 +511,46 @@ impl Decider {
                 // along k costs the original's price or more.
                 let none = usable
                     .iter()
-                    .fold(axes[k].clone(), |left, u| subtract(&left, &u.1[k]));
-                if !none.is_empty() && self.same_pages(k, &subtract(&axes[k], &none), &none) {
+                    .fold(req[k].clone(), |left, u| left.subtract(&self.sets[u.0][k].set));
+                if !none.is_empty() && self.same_pages(k, &req[k].subtract(&none), &none) {
                     continue;
                 }
             }
-            let mut missing = axes[k].clone();
+            let mut missing = req[k].clone();
             let mut chosen: Vec<(usize, &[Axis], &[usize], Axis)> = Vec::new();
+            // What each usable replica holds of what is missing: exact at first, then
+            // an upper bound (it only shrinks as `missing` does), made exact when a
+            // replica is about to be taken (lazy greedy: the same choices).
+            let held_by = |u: &(usize, &[Axis], &[usize]), missing: &IndexSet| {
+                missing.overlap(&self.sets[u.0][k].set)
+            };
+            let mut holds: Vec<u64> = usable.iter().map(|u| held_by(u, &missing)).collect();
             while !usable.is_empty() && !missing.is_empty() {
-                // The replica holding most of what is missing (the first on ties).
-                let (at, most) = usable.iter().enumerate().fold((0, 0), |acc, (i, u)| {
-                    let n = overlap(&missing, &u.1[k]);
-                    if n > acc.1 {
-                        (i, n)
-                    } else {
-                        acc
-                    }
-                });
-                if most == 0 {
+                let Some(at) = most_missing(&mut holds, |i| held_by(&usable[i], &missing)) else {
                     break;
-                }
+                };
+                holds.remove(at);
                 let (i, sets, perm) = usable.remove(at);
-                let gain = intersect(&missing, &sets[k]);
-                missing = subtract(&missing, &gain);
-                chosen.push((i, sets, perm, gain));
+                let gain = missing.intersect(&self.sets[i][k].set);
+                missing = missing.subtract(&gain);
+                chosen.push((i, sets, perm, gain.to_axis()));
             }
             if chosen.len() < 2
                 || (bound.is_some()
                     && !missing.is_empty()
-                    && self.same_pages(k, &subtract(&axes[k], &missing), &missing))
+                    && self.same_pages(k, &req[k].subtract(&missing), &missing))
             {
                 continue;
             }
+            let missing = missing.to_axis();
             let mut parts = Vec::new();
             for (i, sets, perm, gain) in &chosen {
                 let g = Grid {
                     axes: (0..d)
-                        .map(|j| positions(if j == k { gain } else { &axes[j] }, &sets[j]))
+                        .map(|j| {
+                            let a = if j == k { gain } else { &axes[j] };
+                            positions_from(a, &sets[j], &self.sets[*i][j].before)
+                        })
                         .collect(),
                 };
                 parts.push((Some(*i), permuted(&Selection::grid(g), perm)));
@@ -533,6 +576,28 @@ impl Decider {
             }
         }
         Ok(best)
+    }
+}
+
+/// The position of the replica holding most of what is missing (the first on ties),
+/// None when none holds any. `bounds[i]` is at least what replica `i` holds and is made
+/// exact with `exact(i)` before it is taken: the replica with the largest bound (the
+/// first on ties) is taken once its exact count still reaches that bound, so the choice
+/// is the one exact counts for every replica would give, with fewer counts.
+fn most_missing(bounds: &mut [u64], exact: impl Fn(usize) -> u64) -> Option<usize> {
+    loop {
+        let (at, most) = bounds
+            .iter()
+            .enumerate()
+            .fold((0, 0), |acc, (i, &n)| if n > acc.1 { (i, n) } else { acc });
+        if most == 0 {
+            return None;
+        }
+        let n = exact(at);
+        if n == most {
+            return Some(at);
+        }
+        bounds[at] = n;
     }
 }
 

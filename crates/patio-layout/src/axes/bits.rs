@@ -1,0 +1,271 @@
+//! Index sets of one axis for the decision's set algebra, as bitmaps where the axis is
+//! short enough and as block lists otherwise.
+//!
+//! Weighing a concatenated replica asks, per axis, whether its index set holds the
+//! request's, what they share and what is left; combining replicas asks how much of what
+//! is still missing each one holds, round after round. On block lists each question
+//! costs a merge over both lists — thousands of steps for a strided slab or an atom
+//! selection, times every replica. On an axis of at most [`MAX_BITS`] indices the same
+//! questions are word-wise `and`/`and not`/popcounts over `len / 64` words (313 words
+//! for 20,000 atoms), and a replica's bitmap is made once per decider. Every answer is
+//! the same as the block algebra's ([`crate::axes`]), checked by a property test.
+
+use crate::axes::{contains, intersect, overlap, subtract};
+use crate::selection::Axis;
+
+/// Axes up to this many indices are held as bitmaps (at most 512 KiB each).
+pub const MAX_BITS: u64 = 1 << 22;
+
+/// One axis' index set: a bitmap over `0..len` or the sorted block list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IndexSet {
+    Bits(Vec<u64>),
+    Blocks(Axis),
+}
+
+impl IndexSet {
+    /// `a`, on an axis of `len` indices (every index of `a` below `len`).
+    pub fn new(a: &Axis, len: u64) -> IndexSet {
+        if len > MAX_BITS {
+            return IndexSet::Blocks(a.clone());
+        }
+        let mut words = vec![0u64; len.div_ceil(64) as usize];
+        for &(s, n) in &a.blocks {
+            set_range(&mut words, s, s + n);
+        }
+        IndexSet::Bits(words)
+    }
+
+    /// The sorted block list of the set.
+    pub fn to_axis(&self) -> Axis {
+        match self {
+            IndexSet::Blocks(a) => a.clone(),
+            IndexSet::Bits(_) => {
+                let mut blocks = Vec::new();
+                self.each_block(|s, n| {
+                    blocks.push((s, n));
+                    true
+                });
+                Axis { blocks }
+            }
+        }
+    }
+
+    /// Calls `f(start, len)` for each block in order while it returns true; false when
+    /// `f` stopped it.
+    pub fn each_block(&self, mut f: impl FnMut(u64, u64) -> bool) -> bool {
+        match self {
+            IndexSet::Blocks(a) => a.blocks.iter().all(|&(s, n)| f(s, n)),
+            IndexSet::Bits(w) => {
+                let mut open: Option<(u64, u64)> = None;
+                for (i, &word) in w.iter().enumerate() {
+                    let mut x = word;
+                    let base = i as u64 * 64;
+                    while x != 0 {
+                        let start = x.trailing_zeros() as u64;
+                        let len = (!(x >> start)).trailing_zeros() as u64;
+                        let s = base + start;
+                        match open {
+                            Some((os, on)) if os + on == s => open = Some((os, on + len)),
+                            Some((os, on)) => {
+                                if !f(os, on) {
+                                    return false;
+                                }
+                                open = Some((s, len));
+                            }
+                            None => open = Some((s, len)),
+                        }
+                        x = if start + len >= 64 {
+                            0
+                        } else {
+                            x & (u64::MAX << (start + len))
+                        };
+                    }
+                }
+                open.is_none_or(|(s, n)| f(s, n))
+            }
+        }
+    }
+
+    /// The largest index of the set below `x` and at least `x - within`.
+    pub fn nearest_below(&self, x: u64, within: u64) -> Option<u64> {
+        let low = x.saturating_sub(within);
+        match self {
+            IndexSet::Blocks(a) => {
+                let k = a.blocks.partition_point(|b| b.0 < x);
+                let &(s, n) = a.blocks.get(k.checked_sub(1)?)?;
+                let last = (s + n).min(x) - 1;
+                (last >= low).then_some(last)
+            }
+            IndexSet::Bits(w) => {
+                if x == 0 || w.is_empty() {
+                    return None;
+                }
+                let top = (x - 1).min(w.len() as u64 * 64 - 1);
+                let mut i = (top / 64) as usize;
+                let mut word = w[i] & (u64::MAX >> (63 - top % 64));
+                loop {
+                    if word != 0 {
+                        let at = i as u64 * 64 + 63 - word.leading_zeros() as u64;
+                        return (at >= low).then_some(at);
+                    }
+                    if i == 0 || (i as u64 * 64) <= low {
+                        return None;
+                    }
+                    i -= 1;
+                    word = w[i];
+                }
+            }
+        }
+    }
+
+    /// The smallest index of the set at or above `x` and below `x + within`.
+    pub fn nearest_from(&self, x: u64, within: u64) -> Option<u64> {
+        let high = x.saturating_add(within);
+        match self {
+            IndexSet::Blocks(a) => {
+                let k = a.blocks.partition_point(|b| b.0 + b.1 <= x);
+                let &(s, _) = a.blocks.get(k)?;
+                let at = s.max(x);
+                (at < high).then_some(at)
+            }
+            IndexSet::Bits(w) => {
+                let mut i = (x / 64) as usize;
+                let mut word = *w.get(i)? & (u64::MAX << (x % 64));
+                loop {
+                    if word != 0 {
+                        let at = i as u64 * 64 + word.trailing_zeros() as u64;
+                        return (at < high).then_some(at);
+                    }
+                    i += 1;
+                    if i >= w.len() || i as u64 * 64 >= high {
+                        return None;
+                    }
+                    word = w[i];
+                }
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        match self {
+            IndexSet::Blocks(a) => a.is_empty(),
+            IndexSet::Bits(w) => w.iter().all(|&x| x == 0),
+        }
+    }
+
+    /// `|self ∩ other|`.
+    pub fn overlap(&self, other: &IndexSet) -> u64 {
+        match (self, other) {
+            (IndexSet::Bits(a), IndexSet::Bits(b)) => a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| (x & y).count_ones() as u64)
+                .sum(),
+            _ => overlap(&self.to_axis(), &other.to_axis()),
+        }
+    }
+
+    /// True when every index of `other` is in `self`.
+    pub fn contains(&self, other: &IndexSet) -> bool {
+        match (self, other) {
+            (IndexSet::Bits(a), IndexSet::Bits(b)) => a.iter().zip(b).all(|(x, y)| y & !x == 0),
+            _ => contains(&self.to_axis(), &other.to_axis()),
+        }
+    }
+
+    /// `self ∩ other`.
+    pub fn intersect(&self, other: &IndexSet) -> IndexSet {
+        match (self, other) {
+            (IndexSet::Bits(a), IndexSet::Bits(b)) => {
+                IndexSet::Bits(a.iter().zip(b).map(|(x, y)| x & y).collect())
+            }
+            _ => IndexSet::Blocks(intersect(&self.to_axis(), &other.to_axis())),
+        }
+    }
+
+    /// `self \ other`.
+    pub fn subtract(&self, other: &IndexSet) -> IndexSet {
+        match (self, other) {
+            (IndexSet::Bits(a), IndexSet::Bits(b)) => {
+                IndexSet::Bits(a.iter().zip(b).map(|(x, y)| x & !y).collect())
+            }
+            _ => IndexSet::Blocks(subtract(&self.to_axis(), &other.to_axis())),
+        }
+    }
+}
+
+/// Sets bits `lo..hi`.
+fn set_range(words: &mut [u64], lo: u64, hi: u64) {
+    let (mut w, last) = ((lo / 64) as usize, ((hi - 1) / 64) as usize);
+    let mut from = lo % 64;
+    while w <= last {
+        let to = if w == last { (hi - 1) % 64 + 1 } else { 64 };
+        let mask = if to - from == 64 {
+            u64::MAX
+        } else {
+            ((1u64 << (to - from)) - 1) << from
+        };
+        words[w] |= mask;
+        from = 0;
+        w += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    fn axis_of(s: &BTreeSet<u64>) -> Axis {
+        Axis::from_sorted_indices(&s.iter().copied().collect::<Vec<_>>()).unwrap()
+    }
+
+    proptest! {
+        #[test]
+        fn bitmaps_answer_as_block_lists(a in prop::collection::btree_set(0..300u64, 0..120),
+                                         b in prop::collection::btree_set(0..300u64, 0..120),
+                                         len in 300..400u64) {
+            let (x, y) = (axis_of(&a), axis_of(&b));
+            let (bx, by) = (IndexSet::new(&x, len), IndexSet::new(&y, len));
+            prop_assert!(matches!(bx, IndexSet::Bits(_)));
+            prop_assert_eq!(bx.to_axis(), x.clone());
+            prop_assert_eq!(bx.overlap(&by), overlap(&x, &y));
+            prop_assert_eq!(bx.contains(&by), contains(&x, &y));
+            prop_assert_eq!(bx.intersect(&by).to_axis(), intersect(&x, &y));
+            prop_assert_eq!(bx.subtract(&by).to_axis(), subtract(&x, &y));
+            prop_assert_eq!(bx.is_empty(), a.is_empty());
+            let blocks = IndexSet::Blocks(x.clone());
+            for at in [0u64, 1, 63, 64, 65, 150, 299, 300, 301, 399] {
+                for within in [1u64, 2, 7, 64, 130, 1000] {
+                    let below = a.range(at.saturating_sub(within)..at).next_back().copied();
+                    let from = a.range(at..at + within).next().copied();
+                    for set in [&bx, &blocks] {
+                        prop_assert_eq!(set.nearest_below(at, within), below, "{} {}", at, within);
+                        prop_assert_eq!(set.nearest_from(at, within), from, "{} {}", at, within);
+                    }
+                }
+            }
+            // A long axis keeps block lists; mixed operands answer the same.
+            let long = IndexSet::new(&y, MAX_BITS + 1);
+            prop_assert!(matches!(long, IndexSet::Blocks(_)));
+            prop_assert_eq!(bx.overlap(&long), overlap(&x, &y));
+            prop_assert_eq!(bx.subtract(&long).to_axis(), subtract(&x, &y));
+        }
+    }
+
+    #[test]
+    fn full_words_and_edges() {
+        let a = Axis {
+            blocks: vec![(0, 64), (64, 1), (127, 130), (300, 1)],
+        };
+        let s = IndexSet::new(&a, 301);
+        assert_eq!(
+            s.to_axis(),
+            Axis {
+                blocks: vec![(0, 65), (127, 130), (300, 1)]
+            }
+        );
+    }
+}
