@@ -71,7 +71,11 @@ fn main() {
         replicas.push(product_replica(vec![all(FRAMES), atoms, all(3)], &mut base));
     }
     replicas.push(product_replica(
-        vec![all(FRAMES), all(ATOMS / 4), Axis::regular(0, 1, 1, 1).unwrap()],
+        vec![
+            all(FRAMES),
+            all(ATOMS / 4),
+            Axis::regular(0, 1, 1, 1).unwrap(),
+        ],
         &mut base,
     ));
     replicas.push(product_replica(
@@ -135,19 +139,19 @@ fn main() {
     for (name, sel) in shapes.iter().filter(|s| s.0.contains(&only)) {
         let mut times = Vec::new();
         for _ in 0..rounds {
-            let mut d = Decider::new(
-                original.clone(),
-                replicas.clone(),
-                Striping::hdd(),
-                consts,
-            )
-            .unwrap();
+            let mut d =
+                Decider::new(original.clone(), replicas.clone(), Striping::hdd(), consts).unwrap();
             let t0 = Instant::now();
             let (c, _) = d.choose(sel).unwrap();
             times.push(t0.elapsed().as_secs_f64() * 1e6);
             std::hint::black_box(c);
         }
         times.sort_by(f64::total_cmp);
-        println!("{:<14} {:>8} {:>12.0}", name, sel.nblocks(), times[times.len() / 2]);
+        println!(
+            "{:<14} {:>8} {:>12.0}",
+            name,
+            sel.nblocks(),
+            times[times.len() / 2]
+        );
     }
 }

@@ -509,9 +509,9 @@ impl Decider {
                 // The rest of any combination keeps at least what no usable replica
                 // holds; when that alone leaves the request's pages, every combination
                 // along k costs the original's price or more.
-                let none = usable
-                    .iter()
-                    .fold(req[k].clone(), |left, u| left.subtract(&self.sets[u.0][k].set));
+                let none = usable.iter().fold(req[k].clone(), |left, u| {
+                    left.subtract(&self.sets[u.0][k].set)
+                });
                 if !none.is_empty() && self.same_pages(k, &req[k].subtract(&none), &none) {
                     continue;
                 }
@@ -586,10 +586,11 @@ impl Decider {
 /// is the one exact counts for every replica would give, with fewer counts.
 fn most_missing(bounds: &mut [u64], exact: impl Fn(usize) -> u64) -> Option<usize> {
     loop {
-        let (at, most) = bounds
-            .iter()
-            .enumerate()
-            .fold((0, 0), |acc, (i, &n)| if n > acc.1 { (i, n) } else { acc });
+        let (at, most) =
+            bounds
+                .iter()
+                .enumerate()
+                .fold((0, 0), |acc, (i, &n)| if n > acc.1 { (i, n) } else { acc });
         if most == 0 {
             return None;
         }
