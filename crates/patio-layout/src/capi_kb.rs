@@ -253,52 +253,26 @@ mod tests {
             let name = CString::new("/d").unwrap();
             let shape = [4u64, 5];
             let bad = [0u64, 9]; // a point outside the array
-            let out = [1u64];
-            let code = patio_recorder_read(
-                rec,
-                name.as_ptr(),
-                2,
-                shape.as_ptr(),
-                PATIO_REC_POINTS,
-                1,
-                bad.as_ptr(),
-                1,
-                out.as_ptr(),
-                8,
-                0.0,
-                0.0,
-            );
-            assert_eq!(code, PATIO_EINVAL);
-            let code = patio_recorder_read(
-                rec,
-                name.as_ptr(),
-                2,
-                shape.as_ptr(),
-                7,
-                0,
-                std::ptr::null(),
-                1,
-                out.as_ptr(),
-                8,
-                0.0,
-                0.0,
-            );
-            assert_eq!(code, PATIO_EINVAL);
-            let code = patio_recorder_read(
-                rec,
-                name.as_ptr(),
-                2,
-                shape.as_ptr(),
-                PATIO_REC_ALL,
-                0,
-                std::ptr::null(),
-                2,
-                shape.as_ptr(),
-                160,
-                1.0,
-                0.5,
-            );
-            assert_eq!(code, PATIO_OK);
+            let read = |kind: i32, nitems: u64, values: *const u64, out: &[u64]| {
+                let (rank, dims) = (2, shape.as_ptr());
+                patio_recorder_read(
+                    rec,
+                    name.as_ptr(),
+                    rank,
+                    dims,
+                    kind,
+                    nitems,
+                    values,
+                    out.len() as u32,
+                    out.as_ptr(),
+                    8,
+                    1.0,
+                    0.5,
+                )
+            };
+            assert_eq!(read(PATIO_REC_POINTS, 1, bad.as_ptr(), &[1]), PATIO_EINVAL);
+            assert_eq!(read(7, 0, std::ptr::null(), &[1]), PATIO_EINVAL);
+            assert_eq!(read(PATIO_REC_ALL, 0, std::ptr::null(), &shape), PATIO_OK);
             assert_eq!(patio_recorder_close(rec), PATIO_OK);
             let logs: Vec<_> = std::fs::read_dir(kb.join("records")).unwrap().collect();
             assert_eq!(logs.len(), 1);
