@@ -198,6 +198,43 @@ def test_a_memory_selection_is_recorded_with_the_buffer_shape(
                        "slabs": [[[1, 2, 0], [1, 1, 1], [1, 1, 1], [2, 3, 4]]]}]
 
 
+@pytest.mark.usefixtures("layout_dir")
+def test_multi_dataset_block_memory_and_reads_not_recorded(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """H5Dread_multi is one read per dataset; H5S_BLOCK memory gives a flat result; a
+    scalar dataset, a string dataset and an empty selection are read but not recorded
+    (as patio.h5 leaves them to h5py)."""
+    exe = compile_c("vol_misc", tmp_path)
+    f = make_file(tmp_path / "run.h5")
+    with h5py.File(f, "a") as h:
+        h["scalar"] = 2.5
+        h["names"] = np.array([b"alpha", b"beta"], dtype="S8")
+        want = b"".join(np.asarray(a, "<f8").tobytes() for a in (
+            h["chunked"][()], h["contiguous"][()], h["chunked"][0:2, 0:3, 0:4], h["scalar"][()]))
+        want += h["names"][0].ljust(8, b"\0")
+    KnowledgeBase(f).close()
+    for e in (None, vol(env)):
+        out = tmp_path / "out.bin"
+        r = subprocess.run([str(exe), str(f), str(out)], capture_output=True, text=True,
+                           timeout=120, check=False,
+                           env={**{k: v for k, v in os.environ.items()
+                                   if not k.startswith("HDF5_")}, **(e or {})})
+        assert r.returncode == 0, r.stderr
+        assert r.stderr == ""
+        assert out.read_bytes() == want
+    whole = [[0, 0, 0], [1, 1, 1], [1, 1, 1], list(SHAPE)]
+    got = sorted(((p[0], json.loads(p[1])) for p in patterns(f)), key=repr)
+    assert got == sorted([
+        ("/chunked", {"shape": list(SHAPE), "kind": "hyperslab", "out": [24],
+                      "slabs": [[[0, 0, 0], [1, 1, 1], [1, 1, 1], [2, 3, 4]]]}),
+        ("/chunked", {"shape": list(SHAPE), "kind": "hyperslab", "out": list(SHAPE),
+                      "slabs": [whole]}),
+        ("/contiguous", {"shape": list(SHAPE), "kind": "hyperslab", "out": list(SHAPE),
+                         "slabs": [whole]}),
+    ], key=repr)
+
+
 # ---- misconfiguration ------------------------------------------------------------
 
 
