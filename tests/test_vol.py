@@ -204,7 +204,8 @@ def test_multi_dataset_block_memory_and_reads_not_recorded(
 ) -> None:
     """H5Dread_multi is one read per dataset; H5S_BLOCK memory gives a flat result; a
     scalar dataset, a string dataset and an empty selection are read but not recorded
-    (as patio.h5 leaves them to h5py)."""
+    (as patio.h5 leaves them to h5py); a file opened by a relative path is recorded in
+    its own knowledge base after the program changed its directory."""
     exe = compile_c("vol_misc", tmp_path)
     f = make_file(tmp_path / "run.h5")
     with h5py.File(f, "a") as h:
@@ -216,8 +217,8 @@ def test_multi_dataset_block_memory_and_reads_not_recorded(
     KnowledgeBase(f).close()
     for e in (None, vol(env)):
         out = tmp_path / "out.bin"
-        r = subprocess.run([str(exe), str(f), str(out)], capture_output=True, text=True,
-                           timeout=120, check=False,
+        r = subprocess.run([str(exe), f.name, str(out)], capture_output=True, text=True,
+                           timeout=120, check=False, cwd=f.parent,
                            env={**{k: v for k, v in os.environ.items()
                                    if not k.startswith("HDF5_")}, **(e or {})})
         assert r.returncode == 0, r.stderr

@@ -1,6 +1,8 @@
 /* file.c - the connector's file callbacks: files are created and opened through the
  * connector beneath (the access list rewritten to name it); closing a file appends its
- * recorded reads to the knowledge base's record log and ends the log (record.c).
+ * recorded reads to the knowledge base's record log and ends the log (record.c); opening
+ * one finds its knowledge base then, its path resolved against the directory current at
+ * the open.
  */
 #include <stdlib.h>
 
@@ -35,7 +37,10 @@ void *pv_file_open(const char *name, unsigned flags, hid_t fapl_id, hid_t dxpl_i
     hid_t fapl = pv_under_fapl(fapl_id, &vol);
     if (fapl < 0)
         return NULL;
-    return opened(H5VLfile_open(name, flags, fapl, dxpl_id, req), vol, fapl, req);
+    void *file = opened(H5VLfile_open(name, flags, fapl, dxpl_id, req), vol, fapl, req);
+    if (file)
+        pv_record_file_opened(name);
+    return file;
 }
 
 herr_t pv_file_get(void *file, H5VL_file_get_args_t *args, hid_t dxpl_id, void **req)

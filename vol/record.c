@@ -146,6 +146,12 @@ static entry *recorder_for(const char *file)
     return e;
 }
 
+void pv_record_file_opened(const char *name)
+{
+    if (L.on)
+        (void)recorder_for(name);
+}
+
 void pv_record_file_closed(const char *name)
 {
     for (size_t i = 0; i < nfiles; i++) {

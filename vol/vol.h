@@ -145,6 +145,8 @@ void pv_record_term(void);
  * t_end (seconds since the epoch) and took `seconds`. */
 void pv_record_read(pv_obj *dset, hid_t mem_type_id, hid_t mem_space_id, hid_t file_space_id,
                     double t_end, double seconds);
+/* The file named `name` was opened: its knowledge base is looked for now. */
+void pv_record_file_opened(const char *name);
 /* The file named `name` was closed: its reads so far are appended and its log ended. */
 void pv_record_file_closed(const char *name);
 void pv_record_dset_free(struct pv_dset *d);

@@ -11,11 +11,14 @@
  *   3. /scalar (a double)
  *   4. /names[0] (8 bytes)
  *   5. nothing: an empty selection of /chunked is read
+ * After opening FILE (perhaps a relative path) it changes to the root directory, so
+ * the reads are made with another current directory than the open.
  * Exit status 1 with one line on any HDF5 failure.
  */
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static void die(const char *what)
 {
@@ -47,6 +50,8 @@ int main(int argc, char **argv)
     FILE *out = fopen(argv[2], "wb");
     if (file < 0 || !out)
         die("opening FILE or OUT");
+    if (chdir("/") != 0)
+        die("chdir");
     hsize_t n[2], dummy;
     hid_t d[2] = {open_dset(file, "/chunked", &n[0]), open_dset(file, "/contiguous", &n[1])};
     double *b[2] = {malloc(n[0] * sizeof(double)), malloc(n[1] * sizeof(double))};
