@@ -60,6 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
 
 from patio._binary import patio_binary
+from patio._mount_harness import MountError, MountProcess
 
 PROG = "container_fuse"
 BS = 4096
@@ -99,9 +100,10 @@ def count_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a count: {text!r}") from None
 
 
-class Mount:
-    """A ``patio mount container`` (or, for ``index=None``, ``patio mount trace``)
-    process, stopped with ``fusermount3 -u``."""
+class Mount(MountProcess):
+    """A ``patio mount container`` (or, for ``index=None``, ``patio mount trace``) of
+    ``backend`` at ``mnt``, stopped with ``fusermount3 -u``; a failure ends the benchmark
+    with the mount's stderr."""
 
     def __init__(self, backend: Path, mnt: Path, index: str | None, *extra: str):
         self.mnt = mnt
@@ -113,28 +115,20 @@ class Mount:
         else:
             cmd = [patio_binary(prog=PROG), "mount", "container", str(backend), str(mnt), "--index", index]
             cmd += extra
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 15
-        while not os.path.ismount(mnt):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.proc.kill()
-                sys.exit(f"container_fuse: mount failed: {self.proc.communicate()[1]}")
-            time.sleep(0.02)
+        try:
+            self.start(cmd)
+        except MountError as e:
+            sys.exit(f"container_fuse: {e}")
 
     def stop(self) -> str:
-        subprocess.run(["fusermount3", "-u", str(self.mnt)], check=True)
-        _, err = self.proc.communicate(timeout=120)
-        if self.proc.returncode != 0 or "failures" in err:
-            sys.exit(f"container_fuse: the mount failed: {err}")
+        try:
+            err = self.end("fusermount", timeout=120)
+        except MountError as e:
+            sys.exit(f"container_fuse: {e}")
+        if "failures" in err:
+            sys.exit(f"container_fuse: the mount reported failures: {err}")
         self.mnt.rmdir()
         return err
-
-    def kill(self) -> None:
-        if os.path.ismount(self.mnt):
-            subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)], check=False)
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate()
 
 
 def phase(path: Path, mode: str, procs: int, writes: int, sync: bool) -> float:
@@ -209,7 +203,7 @@ def run_case(target: str, procs: int, writes: int, work: Path) -> dict[str, Any]
             index = {k: s[k] for k in ("writers", "index_disk_bytes", "tiles", "compression_ratio")}
     finally:
         if mount:
-            mount.kill()
+            mount.cleanup()
         shutil.rmtree(case, ignore_errors=True)
     mib = total / (1 << 20)
     return {

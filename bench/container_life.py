@@ -200,7 +200,7 @@ def run_one(work: Path, name: str, target: str, n: int, seed: int) -> dict[str, 
         files, used = footprint(store)
     finally:
         if mount is not None:
-            mount.kill()
+            mount.cleanup()
     first, last = times[:100], times[-100:]
     row: dict[str, Any] = {
         "workload": name,

@@ -63,8 +63,8 @@ def one_run(work: Path, run: int, shape: str, ops: int, mount_args: list[str]) -
         )
         seconds = time.perf_counter() - start
     finally:
-        err = m.stop() if m.proc.poll() is None else ""
-        m.kill()
+        err = m.stop() if m.running() else ""
+        m.cleanup()
     report = json.loads(done.stdout) if done.stdout.strip() else {}
     mismatch = report.get("mismatch") or (done.stderr.strip() if done.returncode else None)
     shutil.rmtree(base, ignore_errors=True)

@@ -42,7 +42,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -55,6 +54,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
 
 from patio._binary import patio_binary
+from patio._mount_harness import MountError, MountProcess
 
 PROG = "fio_prefetch_mount"
 
@@ -87,37 +87,28 @@ def size_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
 
 
-class Mount:
-    """A ``patio mount prefetch`` process, stopped with SIGINT."""
+class Mount(MountProcess):
+    """A ``patio mount prefetch`` of ``src`` at ``mnt``, stopped with SIGINT; a failure
+    ends the benchmark with the mount's stderr."""
 
     def __init__(self, src: Path, mnt: Path, stats: Path, options: list[str]):
-        self.mnt, self.stats = mnt, stats
+        self.mnt, self.stats_file = mnt, stats
         mnt.mkdir()
         cmd = [patio_binary(prog=PROG), "mount", "prefetch", str(src), str(mnt), "--stats-json",
                str(stats), *options]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 15
-        while not os.path.ismount(mnt):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.proc.kill()
-                sys.exit(f"fio_prefetch_mount: mount failed: {self.proc.communicate()[1]}")
-            time.sleep(0.02)
+        try:
+            self.start(cmd)
+        except MountError as e:
+            sys.exit(f"fio_prefetch_mount: {e}")
 
     def stop(self) -> dict[str, Any]:
-        self.proc.send_signal(signal.SIGINT)
-        _, err = self.proc.communicate(timeout=60)
-        if self.proc.returncode != 0:
-            sys.exit(f"fio_prefetch_mount: the mount failed: {err}")
+        try:
+            self.end("SIGINT")
+            counters = self.stats()
+        except MountError as e:
+            sys.exit(f"fio_prefetch_mount: {e}")
         self.mnt.rmdir()
-        counters: dict[str, Any] = json.loads(self.stats.read_text())
         return counters
-
-    def kill(self) -> None:
-        if os.path.ismount(self.mnt):
-            subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)], check=False)
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate()
 
 
 def fio_read(path: Path, size: int, bs: int, gap: int) -> dict[str, Any]:
@@ -154,8 +145,8 @@ def run_case(name: str, src: Path, work: Path, args: argparse.Namespace, k: int)
     try:
         fio = fio_read(mount.mnt / "data.bin", args.size, args.bs, args.gap)
     finally:
-        counters = mount.stop() if mount.proc.poll() is None else {}
-        mount.kill()
+        counters = mount.stop() if mount.running() else {}
+        mount.cleanup()
     return {"fio": fio, "mount": counters}
 
 

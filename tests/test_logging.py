@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 from patio._binary import patio_binary
-from test_mount_trace import PatioMount, scratch
+from patio._mount_harness import MountProcess
+from test_mount_trace import scratch
 
 STAMPED = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (ERROR|WARN |INFO |DEBUG|TRACE) \S+: ")
 
 
-class LoggedMount(PatioMount):
+class LoggedMount(MountProcess):
     """``patio FIRST mount KIND base/src base/mnt OPTIONS``."""
 
     def __init__(self, base: Path, kind: str, *options: str, first: tuple[str, ...] = ()):

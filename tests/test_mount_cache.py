@@ -20,7 +20,6 @@ import json
 import multiprocessing
 import os
 import random
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -29,13 +28,14 @@ from typing import Any
 
 import pytest
 from patio._binary import patio_binary
-from test_mount_trace import PatioMount, one_line_error, patio, scratch, started, tool
+from patio._mount_harness import MountProcess
+from test_mount_trace import one_line_error, patio, scratch, started, tool
 
 SMALL = ["--memory", "1MiB", "--disk", "4MiB", "--segment", "256KiB", "--item", "16KiB"]
 MEMORY, DISK = 1 << 20, 4 << 20
 
 
-class CacheMount(PatioMount):
+class CacheMount(MountProcess):
     """One ``patio mount cache`` process serving ``src`` at ``mnt``."""
 
     def __init__(self, base: Path, policy: str, *options: str, cache: str = "cache"):
@@ -51,13 +51,7 @@ class CacheMount(PatioMount):
     def stop(self) -> dict[str, Any]:
         """Ends the mount; returns the counters of ``--stats-json``."""
         self.end("SIGINT", timeout=60)
-        stats: dict[str, Any] = json.loads(self.stats_file.read_text())
-        return stats
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.communicate(timeout=30)
-        subprocess.run([tool("fusermount3"), "-u", "-z", str(self.mnt)], check=False, timeout=30)
+        return self.stats()
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ unlink (also while open), rename, readdir, chmod/chown, permissions for a non-ro
 user (``setpriv``), that a signal flushes the writers of files still open, and the
 one-line errors.
 
-Mounts are always removed, also when a test fails (``fusermount3 -u -z`` in the
-fixture's cleanup). Helpers shared with the tracing mount's tests come from
-``test_mount_trace``.
+Mounts start and end through ``patio._mount_harness`` and are always removed, also when
+a test fails (the fixture's cleanup). Helpers shared with the tracing mount's tests come
+from ``test_mount_trace``.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from typing import Any
 
 import pytest
 from patio._binary import patio_binary
+from patio._mount_harness import MountProcess
 from test_mount_trace import (
     IS_ROOT,
     NOBODY,
-    PatioMount,
     as_nobody,
     one_line_error,
     patio,
@@ -52,7 +52,7 @@ from test_mount_trace import (
 BLOCK = 4096
 
 
-class ContainerMount(PatioMount):
+class ContainerMount(MountProcess):
     """One ``patio mount container`` process serving ``backend`` at ``mnt``."""
 
     def __init__(self, base: Path, *options: str, name: str = "mnt"):

@@ -8,15 +8,14 @@ bytes, that writes through the mount reach the source and drop what was prefetch
 before them, and that the counters written with ``--stats-json`` add up. The slow store
 runs with a small latency so that the tests stay short.
 
-Mounts are always removed, also when a test fails (``fusermount3 -u -z`` in the
-fixture's cleanup). Helpers shared with the tracing mount's tests come from
-``test_mount_trace``.
+Mounts start and end through ``patio._mount_harness`` and are always removed, also when
+a test fails (the fixture's cleanup). Helpers shared with the tracing mount's tests come
+from ``test_mount_trace``.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import os
 import random
 import subprocess
@@ -27,7 +26,8 @@ from typing import Any
 
 import pytest
 from patio._binary import patio_binary
-from test_mount_trace import PatioMount, one_line_error, patio, scratch, started
+from patio._mount_harness import MountProcess
+from test_mount_trace import one_line_error, patio, scratch, started
 
 SIZE = 1 << 21
 BLOCK = 16 << 10
@@ -36,7 +36,7 @@ STORE = ["--latency-ms", "1", "--bandwidth-mbps", "1000"]
 MODES = {"direct": ["--direct-io"], "cached": []}
 
 
-class PrefetchMount(PatioMount):
+class PrefetchMount(MountProcess):
     """One ``patio mount prefetch`` process serving ``src`` at ``mnt``."""
 
     def __init__(self, base: Path, policy: str, *options: str):
@@ -51,8 +51,7 @@ class PrefetchMount(PatioMount):
     def stop(self, how: str = "SIGINT") -> dict[str, Any]:
         """Ends the mount; returns the counters of ``--stats-json``."""
         self.end(how)
-        stats: dict[str, Any] = json.loads(self.stats_file.read_text())
-        return stats
+        return self.stats()
 
 
 @pytest.fixture

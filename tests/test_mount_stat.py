@@ -22,12 +22,13 @@ from typing import Any
 
 import pytest
 from patio._binary import patio_binary
-from test_mount_trace import PatioMount, patio, scratch, started
+from patio._mount_harness import MountProcess
+from test_mount_trace import patio, scratch, started
 
 SIZE = 1 << 20
 
 
-class AnyMount(PatioMount):
+class AnyMount(MountProcess):
     """``patio mount KIND`` of ``base/src`` (or a backend) at ``base/mnt``, with
     ``--stats-json base/stats.json``."""
 
@@ -59,8 +60,7 @@ class AnyMount(PatioMount):
 
     def stop(self) -> dict[str, Any]:
         self.end("SIGINT")
-        stats: dict[str, Any] = json.loads(self.stats_file.read_text())
-        return stats
+        return self.stats()
 
 
 #: The counter that I/O through each kind of mount moves.

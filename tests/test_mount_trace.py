@@ -8,8 +8,8 @@ directory byte for byte, and ``patio analyze --json`` naming the pattern. Furthe
 check metadata seen through the mount while a file grows, namespace operations,
 permission checks for a non-root user (``setpriv``), and the one-line errors.
 
-Mounts are always removed, also when a test fails (``fusermount3 -u -z`` in the
-fixture's cleanup).
+Mounts start and end through ``patio._mount_harness`` and are always removed, also when
+a test fails (the fixture's cleanup).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import itertools
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from typing import Any, TypeVar
 
 import pytest
 from patio._binary import patio_binary
+from patio._mount_harness import MountProcess
 
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
@@ -68,7 +68,7 @@ def scratch(prefix: str, shared: bool = False) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-M = TypeVar("M", bound="PatioMount")
+M = TypeVar("M", bound=MountProcess)
 
 
 @contextmanager
@@ -89,50 +89,7 @@ def started(make: Callable[..., M]) -> Iterator[Callable[..., M]]:
             m.cleanup()
 
 
-class PatioMount:
-    """One ``patio mount …`` process serving ``self.mnt``: started, ended and cleaned up
-    the same way by every mount's tests (the subclasses build the command line)."""
-
-    mnt: Path
-    proc: subprocess.Popen[str]
-    stderr: str = ""
-
-    def start(self, args: list[str]) -> None:
-        """Runs ``args`` and waits (at most 15 s) until ``self.mnt`` is a mount."""
-        self.proc = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        deadline = time.monotonic() + 15
-        while not os.path.ismount(self.mnt):
-            if self.proc.poll() is not None:
-                raise AssertionError(f"patio mount {args[2]} exited: {self.proc.communicate()[1]}")
-            assert time.monotonic() < deadline, "the mount did not appear within 15 s"
-            time.sleep(0.02)
-
-    def end(self, how: str, timeout: float = 30) -> str:
-        """Ends the mount (``fusermount`` or a signal's name) and checks that patio
-        exited cleanly and unmounted; returns its stderr."""
-        if how == "fusermount":
-            subprocess.run([tool("fusermount3"), "-u", str(self.mnt)], check=True, timeout=30)
-        else:
-            self.proc.send_signal(getattr(signal, how))
-        _, self.stderr = self.proc.communicate(timeout=timeout)
-        assert self.proc.returncode == 0, self.stderr
-        assert not os.path.ismount(self.mnt)
-        assert "panicked" not in self.stderr, self.stderr
-        return self.stderr
-
-    def cleanup(self) -> None:
-        if os.path.ismount(self.mnt):
-            subprocess.run(
-                [tool("fusermount3"), "-u", "-z", str(self.mnt)], check=False, timeout=30
-            )
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.communicate(timeout=30)
-
-
-class Mount(PatioMount):
+class Mount(MountProcess):
     """One ``patio mount trace`` process serving ``src`` at ``mnt``."""
 
     def __init__(self, base: Path, out: str = "trace.ptrace", allow_other: bool = False):
@@ -614,11 +571,9 @@ def test_a_killed_mount_is_recovered_from_its_journal(mount: Any) -> None:
     prog.stdin.write("\n")
     prog.stdin.flush()
     assert prog.stdout.readline() == "phase 1\n"
-    m.proc.send_signal(signal.SIGKILL)
-    m.proc.wait(30)
+    m.kill()
     prog.kill()
     prog.wait(30)
-    subprocess.run([tool("fusermount3"), "-u", "-z", str(m.mnt)], check=False, timeout=30)
     assert not m.out.exists()
     journal = journal_of(m.out)
     assert journal.exists()

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_mount_trace import PatioMount
+from patio._mount_harness import MountProcess
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "traces"
@@ -117,7 +117,7 @@ def test_installed_trace_uses_shipped_tracer(installed: Path, tmp_path: Path) ->
     assert len(writes) >= 16, rows[:5]
 
 
-class InstalledPrefetchMount(PatioMount):
+class InstalledPrefetchMount(MountProcess):
     """``patio mount prefetch`` run from the installed binary (it needs no Python)."""
 
     def __init__(self, binary: Path, src: Path, mnt: Path):

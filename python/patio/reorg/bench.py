@@ -51,20 +51,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import numpy as np
 
 from patio import _coldcache, _mpirun
 from patio._binary import patio_binary
 from patio._cli_args import deprecated_alias
+from patio._mount_harness import MountError, MountProcess
 from patio.reorg.cases import CASES, Case, ior, plan_run, tile
 
 PROG = "patio bench reorg"
@@ -97,35 +96,15 @@ def mpirun(ranks: int) -> list[str]:
     return cmd
 
 
-class StoreMount:
-    """``patio mount prefetch`` of ``source`` on ``mnt`` behind the storage model."""
-
-    def __init__(self, source: Path, mnt: Path, store: str, targets: int):
-        self.mnt = mnt
-        self.proc = subprocess.Popen(
-            [patio_binary(prog=PROG), "mount", "prefetch", str(source), str(mnt), "--policy", "none",
-             "--direct-io", "--store", store, "--store-targets", str(targets)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        deadline = time.monotonic() + 20
-        while not os.path.ismount(mnt):
-            if self.proc.poll() is not None:
-                raise SystemExit(f"{PROG}: error: the mount failed: {self.proc.communicate()[1].strip()}")
-            if time.monotonic() > deadline:
-                self.proc.kill()
-                raise SystemExit(f"{PROG}: error: the mount did not appear within 20 s")
-            time.sleep(0.02)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        subprocess.run(["fusermount3", "-u", str(self.mnt)], check=False, capture_output=True)
-        try:
-            self.proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.communicate()
+def store_mount(source: Path, mnt: Path, store: str, targets: int) -> MountProcess:
+    """``patio mount prefetch`` of ``source`` on ``mnt`` behind the storage model (removed
+    on leaving its ``with``)."""
+    argv = [patio_binary(prog=PROG), "mount", "prefetch", str(source), str(mnt), "--policy", "none",
+            "--direct-io", "--store", store, "--store-targets", str(targets)]  # fmt: skip
+    try:
+        return MountProcess(argv, mnt, timeout=20)
+    except MountError as e:
+        raise SystemExit(f"{PROG}: error: {e}") from None
 
 
 def write_inputs(case: Case, src: Path) -> tuple[Path, Path]:
@@ -221,7 +200,7 @@ def run_mode(case: Case, mode: str, work: Path, store: str, targets: int,
 
     resident = None
     if storage == "model":
-        with StoreMount(src, mnt, store, targets):
+        with store_mount(src, mnt, store, targets):
             done = launch()
     else:
         if through_layer:
