@@ -6,8 +6,8 @@
 //! other frame of the second half, one atom). Prints the median microseconds per
 //! decision for a box, a strided slab, a 2,000-atom fancy index and 10^4 points.
 //!
-//! `cargo run --release -p patio-layout --example decision_time [-- ROUNDS [NAME]]`
-//! (NAME: only the selections whose name contains it)
+//! `cargo run --release -p patio-layout --example decision_time [-- ROUNDS [NAME [N]]]`
+//! (NAME: only the selections whose name contains it; N: only the first N replicas)
 
 use patio_layout::{Axis, Constants, Decider, Grid, Holds, Layout, Replica, Selection};
 use patio_storage::Striping;
@@ -136,6 +136,9 @@ fn main() {
     ];
     println!("{:<14} {:>8} {:>12}", "selection", "blocks", "first us");
     let only = std::env::args().nth(2).unwrap_or_default();
+    if let Some(n) = std::env::args().nth(3) {
+        replicas.truncate(n.parse().expect("N is a count"));
+    }
     for (name, sel) in shapes.iter().filter(|s| s.0.contains(&only)) {
         let mut times = Vec::new();
         for _ in 0..rounds {
