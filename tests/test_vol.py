@@ -292,3 +292,25 @@ def test_vol_env_prints_what_loads_the_connector(
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "out.bin").read_bytes() == expected(f, "/chunked")
     assert list((kb_dir(f) / "records").iterdir())  # loaded: the reads were recorded
+
+
+def test_patio_run_hdf5_loads_the_connector_for_one_command(
+    tmp_path: Path, program: Path
+) -> None:
+    from patio._binary import patio_binary
+
+    f = make_file(tmp_path / "run.h5")
+    KnowledgeBase(f).close()
+    out = tmp_path / "out.bin"
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("HDF5_")}
+    r = subprocess.run([patio_binary(), "run", "--hdf5", "--", str(program), str(f), "/gzip",
+                        str(out)], env=plain, capture_output=True, text=True, timeout=120,
+                       check=False)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes() == expected(f, "/gzip")
+    assert len(patterns(f)) == 7  # recorded: the connector was loaded
+    r = subprocess.run([patio_binary(), "run", "--hdf5", "--stats", str(tmp_path / "s"), "--",
+                        "true"], env=plain, capture_output=True, text=True, timeout=60,
+                       check=False)  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "give --mpiio too" in r.stderr

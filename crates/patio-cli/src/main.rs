@@ -81,7 +81,7 @@ enum Command {
     Reorg(reorg::ReorgCommand),
     /// Replay a trace's reads against a data file through the prefetch engine (none, readahead, stride, markov, pattern, oracle).
     Replay(replay::Args),
-    /// Run an unmodified program with patio's MPI-IO layer: `run --mpiio -- mpirun -n N ./app` serves reads of reorganized files from their containers.
+    /// Run an unmodified program with patio's MPI-IO layer (`run --mpiio -- mpirun -n N ./app` serves reads of reorganized files from their containers) or HDF5 VOL connector (`run --hdf5 -- ./app run.h5` records its reads).
     Run(run_cmd::Args),
     /// The striped storage model of this machine: `store probe [--dir D]` measures and saves it (`--store probed`).
     #[command(subcommand)]

@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-#: The connector's name and its info: pass everything to the native connector (0).
+#: The connector's name and its info: pass everything to the native connector (0)
+#: (``patio run --hdf5`` sets the same string: ``run_cmd::VOL_CONNECTOR``).
 CONNECTOR = "patio under_vol=0;under_info={}"
 LIBRARY = "libpatio_vol.so"
 #: The VOL connector class version the connector is built for (HDF5's H5VL_VERSION).
