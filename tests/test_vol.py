@@ -314,3 +314,38 @@ def test_patio_run_hdf5_loads_the_connector_for_one_command(
                        check=False)  # fmt: skip
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "give --mpiio too" in r.stderr
+
+
+# ---- one knowledge base location -------------------------------------------------
+
+
+@pytest.mark.parametrize("layout_env", [False, True])
+def test_the_layout_core_finds_the_knowledge_base_python_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout_env: bool
+) -> None:
+    """The connector's recorder asks the layout core (``patio_kb_dir``) where a file's
+    knowledge base is; it must be the directory ``patio.layout.kb.kb_dir`` names, for
+    absolute, relative, symlinked and not yet existing paths, with and without
+    ``PATIO_LAYOUT_DIR``."""
+    import ctypes
+
+    from patio.layout.vol import lib_dir
+
+    core = ctypes.CDLL(str(lib_dir() / "libpatio_layout.so"))
+    core.patio_kb_dir.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64,
+                                  ctypes.POINTER(ctypes.c_uint64)]
+    if layout_env:
+        monkeypatch.setenv("PATIO_LAYOUT_DIR", str(tmp_path / "kbs"))
+    else:
+        monkeypatch.delenv("PATIO_LAYOUT_DIR", raising=False)
+    (tmp_path / "data").mkdir()
+    make_file(tmp_path / "data" / "run.h5")
+    (tmp_path / "link").symlink_to(tmp_path / "data")
+    monkeypatch.chdir(tmp_path)
+    for path in [str(tmp_path / "data" / "run.h5"), "data/run.h5", "link/run.h5",
+                 "link/../data/run.h5", "data/new.h5", "missing/dir/x.h5"]:
+        buf, n = ctypes.create_string_buffer(4096), ctypes.c_uint64()
+        assert core.patio_kb_dir(path.encode(), buf, 4096, ctypes.byref(n)) == 0
+        assert buf.value.decode() == str(kb_dir(path)), path
+    assert core.patio_kb_dir(b"x.h5", None, 0, ctypes.byref(n)) == -3  # PATIO_ERANGE
+    assert n.value == len(str(kb_dir("x.h5")))
