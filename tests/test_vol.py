@@ -240,14 +240,16 @@ def test_multi_dataset_block_memory_and_reads_not_recorded(
 
 
 @pytest.mark.usefixtures("layout_dir")
-@pytest.mark.parametrize("case", ["bad-info", "no-core", "off"])
-def test_misconfigured_connector_serves_native_bytes_with_one_warning(
+@pytest.mark.parametrize("case", ["bare", "bad-info", "no-core", "off"])
+def test_connector_configurations_serve_native_bytes_with_at_most_one_warning(
     tmp_path: Path, program: Path, env: dict[str, str], case: str
 ) -> None:
     f = make_file(tmp_path / "run.h5")
     KnowledgeBase(f).close()
     e = vol(env)
-    if case == "bad-info":
+    if case == "bare":  # no info at all: the native connector beneath, no warning
+        e["HDF5_VOL_CONNECTOR"] = "patio"
+    elif case == "bad-info":
         e["HDF5_VOL_CONNECTOR"] = "patio under_volume=zero"
     elif case == "no-core":
         e["PATIO_LAYOUT_LIB"] = str(tmp_path / "missing" / "libpatio_layout.so")
@@ -260,6 +262,9 @@ def test_misconfigured_connector_serves_native_bytes_with_one_warning(
     if case == "off":
         assert lines == []
         assert not (kb_dir(f) / "records").exists()
+    elif case == "bare":
+        assert lines == []
+        assert len(patterns(f)) == 7
     else:
         assert len(lines) == 1 and lines[0].startswith("patio VOL: "), r.stderr
     if case == "no-core":
