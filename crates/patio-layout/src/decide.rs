@@ -97,6 +97,9 @@ pub struct Decider {
     /// Each concatenated product replica's index sets prepared once; empty for other
     /// replicas.
     sets: Vec<Vec<Prepared>>,
+    /// Per replica: every chunk allocated and unfiltered, so a read of `b` bytes from
+    /// it touches at least `b / page` pages ([`Decider::floor`]).
+    plain: Vec<bool>,
 }
 
 /// A concatenated product replica's index set along one axis, prepared for the
@@ -153,6 +156,10 @@ impl Decider {
                 )));
             }
         }
+        let plain = replicas
+            .iter()
+            .map(|r| r.layout.stored.is_none() && r.layout.addresses.iter().all(Option::is_some))
+            .collect();
         let sets = replicas
             .iter()
             .map(|r| match &r.holds {
@@ -174,6 +181,7 @@ impl Decider {
             consts,
             memo: HashMap::new(),
             sets,
+            plain,
         })
     }
 
@@ -296,6 +304,13 @@ impl Decider {
         let Some(b) = bound else {
             return self.candidate(plan, parts).map(Some);
         };
+        let floor: f64 = parts
+            .iter()
+            .filter_map(|(src, sel)| src.map(|i| self.floor(i, sel)))
+            .sum();
+        if b.beaten(floor) {
+            return Ok(None);
+        }
         let has_rest = parts.iter().any(|p| p.0.is_none());
         let mut replica_parts = 0.0;
         for (src, sel) in parts.iter().filter(|p| p.0.is_some()) {
@@ -319,6 +334,22 @@ impl Decider {
             seconds,
             parts,
         }))
+    }
+
+    /// A floor under eq 3.1 for reading `sel` from replica `i`, without flattening it:
+    /// on a replica whose chunks are all allocated and unfiltered, `b` distinct bytes
+    /// lie on at least `ceil(b / page)` pages, the busiest of the targets holds at
+    /// least its share of them and one run, and every read pays its latency. Zero
+    /// otherwise (unallocated chunks cost nothing, filtered ones may be smaller).
+    fn floor(&self, i: usize, sel: &Selection) -> f64 {
+        let n = sel.nelements();
+        if !self.plain[i] || n == 0 {
+            return 0.0;
+        }
+        let m = &self.model;
+        let pages = (n.saturating_mul(self.replicas[i].layout.itemsize)).div_ceil(m.page_size);
+        let busiest = pages.div_ceil(m.targets as u64);
+        busiest as f64 * self.consts.t_pg + self.consts.t_chk + self.consts.t_lat
     }
 
     /// True when a product request restricted along axis `k` to `r` (its indices there
