@@ -135,6 +135,21 @@ def test_counters_move_while_the_mount_runs(
     not_a_mount(patio("mount", "stat", str(m.mnt), check=False), str(m.mnt))
 
 
+@pytest.mark.parametrize("kind", ["trace", "prefetch", "cache", "container"])
+def test_json_prints_at_the_end_what_stats_json_writes(
+    mount: Callable[..., AnyMount], kind: str
+) -> None:
+    m = mount(kind, "--json")
+    m.work()
+    stderr = m.end("SIGINT")
+    printed = json.loads(m.stdout)
+    assert printed == json.loads(m.stats_file.read_text())
+    assert printed["ended"] == "unmounted" and printed[MOVES[kind]] > 0, printed
+    # The counters instead of the text report, which would start "patio: MNT unmounted".
+    assert f"patio: {m.mnt} unmounted" not in stderr, stderr
+    assert not [line for line in stderr.splitlines() if line.startswith("  ")], stderr
+
+
 def test_a_path_that_is_not_a_patio_mount_is_one_line(runtime: Path) -> None:
     not_a_mount(patio("mount", "stat", "/", check=False))
     not_a_mount(patio("mount", "stat", "/proc", "--json", check=False))

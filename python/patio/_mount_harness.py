@@ -139,8 +139,8 @@ class MountProcess:
     def end(self, how: str = "fusermount", timeout: float = EXIT_S) -> str:
         """Ends the mount — ``"fusermount"`` (``fusermount3 -u``) or a signal's name
         (``"SIGINT"``, ``"SIGTERM"``) — and checks that it ended cleanly: exit status 0,
-        unmounted, no panic, nothing on stdout (a mount's report goes to stderr). Returns
-        its stderr."""
+        unmounted, no panic, and on stdout nothing but, with ``--json``, one JSON object
+        (a mount's report goes to stderr). Returns its stderr."""
         assert self.proc is not None, "the mount was never started"
         if how == "fusermount":
             done = unmount(self.mnt)
@@ -162,21 +162,39 @@ class MountProcess:
             problems.append(f"left {self.mnt} mounted")
         if "panicked" in self.stderr:
             problems.append("panicked")
-        if self.stdout:
+        if self.json_output:
+            try:
+                printed = json.loads(self.stdout)
+            except ValueError:
+                printed = None
+            if not isinstance(printed, dict):
+                problems.append(f"printed no JSON object with --json ({self.stdout[:200]!r})")
+        elif self.stdout:
             problems.append(f"wrote to stdout ({self.stdout[:200]!r})")
         if problems:
             raise MountError(f"{self.name} (ended by {how}) {', '.join(problems)}: "
                              f"{self.stderr.strip()}")
         return self.stderr
 
+    @property
+    def json_output(self) -> bool:
+        """Whether the mount prints its counters as JSON on stdout when it ends (``--json``)."""
+        return "--json" in getattr(self, "argv", [])
+
     def stats(self) -> dict[str, Any]:
-        """The counters the mount wrote to its ``--stats-json`` file when it ended."""
-        if self.stats_file is None:
-            raise MountError(f"{self.name} was started without --stats-json")
+        """The counters the mount reported when it ended: its ``--stats-json`` file, or
+        with ``--json`` alone what it printed on stdout."""
+        if self.stats_file is not None:
+            where, read = str(self.stats_file), self.stats_file.read_text
+        elif self.json_output:
+            self._collect()
+            where, read = "its stdout", lambda: self.stdout
+        else:
+            raise MountError(f"{self.name} was started without --stats-json or --json")
         try:
-            stats: dict[str, Any] = json.loads(self.stats_file.read_text())
+            stats: dict[str, Any] = json.loads(read())
         except (OSError, ValueError) as e:
-            raise MountError(f"{self.name}: no statistics in {self.stats_file}: {e}") from None
+            raise MountError(f"{self.name}: no statistics in {where}: {e}") from None
         return stats
 
     def live_stats(self) -> dict[str, Any]:

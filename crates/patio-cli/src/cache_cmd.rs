@@ -1,7 +1,8 @@
 //! `patio mount cache` (the segment-grouping cache mount of patio-fs) and `patio cache
 //! stat` (what a cache directory holds and what its last run did).
 
-use crate::mount::{ended_text, notifier, write_stats};
+use crate::mount::{ended_text, notifier};
+use crate::mount_json::EndReport;
 use crate::size_arg::{resolve, Size};
 use crate::store_args::{describe_store, StoreArgs};
 use anyhow::{bail, Result};
@@ -72,9 +73,8 @@ pub struct CacheArgs {
     build_after: u64,
     #[command(flatten)]
     store: StoreArgs,
-    /// Write the counters as JSON to FILE when the mount ends.
-    #[arg(long, value_name = "FILE")]
-    stats_json: Option<PathBuf>,
+    #[command(flatten)]
+    report: EndReport,
     #[command(flatten)]
     log: crate::logging::LogArg,
     /// Let other users use the mount too (FUSE allow_other). A non-root user needs
@@ -235,6 +235,7 @@ pub fn mount(args: CacheArgs) -> Result<()> {
         store: store.clone().unwrap_or_else(StoreConfig::instant),
         allow_other: args.allow_other,
         outputs: args
+            .report
             .stats_json
             .iter()
             .map(|p| (p.clone(), "--stats-json", "statistics"))
@@ -266,9 +267,8 @@ pub fn mount(args: CacheArgs) -> Result<()> {
     };
     let summary = segcache::run(&req, &mut notify, Some(live))?;
     let json = summary_json(&args, &cfg, store.as_ref(), &summary);
-    write_stats(args.stats_json.as_deref(), &json)?;
-    eprint!("{}", render(&summary, &req.mountpoint, &what));
-    Ok(())
+    args.report
+        .finish(&json, &render(&summary, &req.mountpoint, &what))
 }
 
 fn render(s: &CacheSummary, mountpoint: &Path, what: &str) -> String {

@@ -11,11 +11,11 @@
 
 use crate::counters::{aligned, CountersJson};
 use crate::logging::LogArg;
-use crate::mount_json::{ContainerStatsJson, TraceStatsJson};
+use crate::mount_json::{ContainerStatsJson, EndReport, TraceStatsJson};
 use crate::mount_stat::renderer;
 use crate::size_arg::{resolve, Size};
 use crate::store_args::{describe_store, StoreArgs, StoreJson};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use patio_fs::container::{self, ContainerMount, ContainerSummary, IndexMode, Thresholds};
 use patio_fs::prefetch::{self, PrefetchMount, PrefetchSummary};
 use patio_fs::session::Ended;
@@ -39,7 +39,8 @@ pub enum MountCommand {
     ///
     /// Runs in the foreground. Stop it with Ctrl-C, SIGTERM, or `fusermount3 -u
     /// MOUNTPOINT`; the trace is written then (native format, or CSV when TRACE ends in
-    /// .csv). If the mount point is busy, a second signal detaches it lazily.
+    /// .csv) and one line reported on stderr (--json: the counters on stdout). If the
+    /// mount point is busy, a second signal detaches it lazily.
     #[command(
         after_help = "Example:\n  patio mount trace data/ /mnt/traced --out run.ptrace &\n  ./app /mnt/traced/input.h5\n  fusermount3 -u /mnt/traced        # or kill -INT the patio process\n  patio analyze run.ptrace"
     )]
@@ -71,7 +72,8 @@ pub enum MountCommand {
     ///
     /// Runs in the foreground. Stop it with Ctrl-C, SIGTERM, or `fusermount3 -u
     /// MOUNTPOINT`; the counters (hits, late hits, misses, accuracy, coverage, backend
-    /// requests and bytes) are printed then, and written to --stats-json.
+    /// requests and bytes) are printed then on stderr (--json: as JSON on stdout), and
+    /// written to --stats-json.
     #[command(
         after_help = "Examples:\n  patio mount prefetch data/ /mnt/pf --policy pattern --direct-io --latency-ms 2 --bandwidth-mbps 200 &\n  ./app /mnt/pf/input.h5\n  fusermount3 -u /mnt/pf            # prints the counters\n\n  # markov: train on a traced run first\n  patio mount trace data/ /mnt/t --out run.ptrace   # run the app, unmount\n  patio replay run.ptrace --data data/input.h5 --policy markov --stream 0 --save-model m.ppms\n  patio mount prefetch data/ /mnt/pf --policy markov --model m.ppms --direct-io"
     )]
@@ -104,7 +106,7 @@ pub enum MountCommand {
     ///
     /// Runs in the foreground. Stop it with Ctrl-C, SIGTERM, or `fusermount3 -u
     /// MOUNTPOINT`: every writer still open is flushed, the backend is synced and a
-    /// summary is printed. If the
+    /// summary is printed on stderr (--json: its counters as JSON on stdout). If the
     /// mount point is busy, a second signal detaches it lazily (writers are flushed
     /// then too).
     #[command(
@@ -134,7 +136,8 @@ pub enum MountCommand {
     /// the same --cache-dir starts warm; a damaged table means a cold start.
     ///
     /// Runs in the foreground. Stop it with Ctrl-C, SIGTERM, or `fusermount3 -u
-    /// MOUNTPOINT`; the counters are printed then and written to --stats-json.
+    /// MOUNTPOINT`; the counters are printed then on stderr (--json: as JSON on stdout)
+    /// and written to --stats-json.
     #[command(
         after_help = "Examples:\n  patio mount cache /pfs/data /mnt/c --cache-dir /local/patio-cache --store hdd &\n  ./app /mnt/c/input.dat\n  fusermount3 -u /mnt/c              # prints the counters\n  patio cache stat /local/patio-cache"
     )]
@@ -165,9 +168,8 @@ pub struct TraceArgs {
     /// Trace file written when the mount ends (.csv for CSV, anything else native).
     #[arg(long = "output", short, value_name = "TRACE", alias = "out")]
     out: PathBuf,
-    /// Write the counters as JSON to FILE when the mount ends.
-    #[arg(long, value_name = "FILE")]
-    stats_json: Option<PathBuf>,
+    #[command(flatten)]
+    report: EndReport,
     #[command(flatten)]
     log: LogArg,
     /// Let other users use the mount too (FUSE allow_other; permission checks stay the
@@ -209,9 +211,8 @@ pub struct PrefetchArgs {
     /// --save-model` with one stream, or a bare model); every open file starts from it.
     #[arg(long, value_name = "FILE")]
     model: Option<PathBuf>,
-    /// Write the counters as JSON to FILE when the mount ends.
-    #[arg(long, value_name = "FILE")]
-    stats_json: Option<PathBuf>,
+    #[command(flatten)]
+    report: EndReport,
     #[command(flatten)]
     log: LogArg,
     /// Let other users use the mount too (FUSE allow_other; permission checks stay the
@@ -266,9 +267,8 @@ pub struct ContainerArgs {
     /// No background compaction (`patio container compact` still works).
     #[arg(long)]
     no_compact: bool,
-    /// Write the counters as JSON to FILE when the mount ends.
-    #[arg(long, value_name = "FILE")]
-    stats_json: Option<PathBuf>,
+    #[command(flatten)]
+    report: EndReport,
     #[command(flatten)]
     log: LogArg,
 }
@@ -297,7 +297,7 @@ pub fn run(cmd: MountCommand) -> Result<()> {
 fn trace(args: TraceArgs) -> Result<()> {
     crate::retired::warn_if_given("--out", "--output");
     args.log.apply(&args.mountpoint)?;
-    check_stats_output(args.stats_json.as_deref(), &args.mountpoint)?;
+    check_stats_output(args.report.stats_json.as_deref(), &args.mountpoint)?;
     let req = TraceMount {
         source: args.source,
         mountpoint: args.mountpoint,
@@ -315,16 +315,15 @@ fn trace(args: TraceArgs) -> Result<()> {
     );
     let summary = tracing::run(&req, &mut notify, Some(live))?;
     let json = TraceStatsJson::new(&req.out, &summary);
-    write_stats(args.stats_json.as_deref(), &json)?;
-    eprintln!(
-        "patio: {} {}; wrote {}: {} requests in {} streams",
+    let text = format!(
+        "patio: {} {}; wrote {}: {} requests in {} streams\n",
         req.mountpoint.display(),
         json.ended,
         req.out.display(),
         summary.requests,
         summary.streams
     );
-    Ok(())
+    args.report.finish(&json, &text)
 }
 
 /// The live report of a trace mount.
@@ -445,16 +444,6 @@ pub fn notifier<'a>(
     }
 }
 
-/// Writes a mount's counters to `--stats-json` (when given) as pretty JSON.
-pub fn write_stats<T: Serialize>(path: Option<&Path>, json: &T) -> Result<()> {
-    if let Some(path) = path {
-        let text = serde_json::to_string_pretty(json)?;
-        std::fs::write(path, format!("{text}\n"))
-            .with_context(|| format!("cannot write statistics {}", path.display()))?;
-    }
-    Ok(())
-}
-
 pub fn ended_text(e: Ended) -> &'static str {
     match e {
         Ended::Signal(_) => "unmounted",
@@ -501,6 +490,7 @@ fn prefetch_mount(args: PrefetchArgs) -> Result<()> {
         },
         allow_other: args.allow_other,
         outputs: args
+            .report
             .stats_json
             .iter()
             .map(|p| (p.clone(), "--stats-json", "statistics"))
@@ -531,9 +521,8 @@ fn prefetch_mount(args: PrefetchArgs) -> Result<()> {
     };
     let summary = prefetch::run(&req, &mut notify, Some(live))?;
     let json = MountStatsJson::new(&args, store.as_ref(), &summary);
-    write_stats(args.stats_json.as_deref(), &json)?;
-    eprint!("{}", render(&json, &what, &req.mountpoint));
-    Ok(())
+    args.report
+        .finish(&json, &render(&json, &what, &req.mountpoint))
 }
 
 fn render(j: &MountStatsJson, what: &str, mountpoint: &Path) -> String {
@@ -569,7 +558,7 @@ fn render(j: &MountStatsJson, what: &str, mountpoint: &Path) -> String {
 fn container_mount(args: ContainerArgs) -> Result<()> {
     args.log.apply(&args.mountpoint)?;
     let index = IndexMode::parse(&args.index)?;
-    check_stats_output(args.stats_json.as_deref(), &args.mountpoint)?;
+    check_stats_output(args.report.stats_json.as_deref(), &args.mountpoint)?;
     let req = ContainerMount {
         backend: args.backend,
         mountpoint: args.mountpoint,
@@ -594,12 +583,10 @@ fn container_mount(args: ContainerArgs) -> Result<()> {
         move |s| render_container(s, &mnt),
     );
     let summary = container::run(&req, &mut notify, Some(live))?;
-    write_stats(
-        args.stats_json.as_deref(),
+    args.report.finish(
         &ContainerStatsJson::new(index, &summary),
-    )?;
-    eprint!("{}", render_container(&summary, &req.mountpoint));
-    Ok(())
+        &render_container(&summary, &req.mountpoint),
+    )
 }
 
 fn render_container(s: &ContainerSummary, mountpoint: &Path) -> String {

@@ -1,11 +1,43 @@
-//! The counters of the trace and container mounts as JSON: what `--stats-json` holds
-//! when the mount ends and what `patio mount stat --json` prints while it runs.
+//! How every mount reports its counters when it ends (`--stats-json FILE`, `--json`, or
+//! the text report on stderr), and the counters of the trace and container mounts as
+//! JSON: what `--stats-json` holds when the mount ends and what `patio mount stat --json`
+//! prints while it runs.
 
 use crate::mount::ended_text;
+use anyhow::{Context, Result};
 use patio_fs::container::{ContainerSummary, IndexMode};
 use patio_fs::tracing::TraceSummary;
 use serde::Serialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Where a mount's counters go when it ends, the same options on every mount.
+#[derive(clap::Args, Clone, Debug)]
+pub struct EndReport {
+    /// Write the counters as JSON to FILE when the mount ends.
+    #[arg(long, value_name = "FILE")]
+    pub stats_json: Option<PathBuf>,
+    /// Print the counters as JSON on stdout when the mount ends, instead of the report
+    /// on stderr.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl EndReport {
+    /// Reports `counters` at the end of a mount: to `--stats-json` when given, then as
+    /// JSON on stdout with `--json`, else `text` on stderr (stdout carries only JSON).
+    pub fn finish<T: Serialize>(&self, counters: &T, text: &str) -> Result<()> {
+        let json = serde_json::to_string_pretty(counters)? + "\n";
+        if let Some(path) = &self.stats_json {
+            std::fs::write(path, &json)
+                .with_context(|| format!("cannot write statistics {}", path.display()))?;
+        }
+        if self.json {
+            return crate::report::write_stdout(&json);
+        }
+        eprint!("{text}");
+        Ok(())
+    }
+}
 
 /// The counters of `patio mount trace`.
 #[derive(Serialize, Clone, Debug)]
