@@ -103,7 +103,7 @@ def measure(
                 cmd = [
                     patio_binary(prog=PROG),
                     "trace",
-                    "--out",
+                    "-o",
                     str(out),
                     "--only",
                     str(data),
@@ -150,7 +150,7 @@ def trace_size(work: Path, data: Path, requests: int) -> dict[str, Any]:
         f"--size={size}", f"--io_size={4096 * requests}", "--ioengine=psync",
         "--invalidate=0", "--output=/dev/null",
     ]  # fmt: skip
-    cmd = [patio_binary(prog=PROG), "trace", "--out", str(out), "--only", str(data), "--"]
+    cmd = [patio_binary(prog=PROG), "trace", "-o", str(out), "--only", str(data), "--"]
     run(cmd + job)
     raw = sum(p.stat().st_size for p in out.glob("*.praw"))
     merged = work / "strided.ptrace"

@@ -25,6 +25,7 @@ RETIRED = {
     "--segment-mib": "--segment",
     "--item-kib": "--item",
     "--targets": "--store-targets",
+    "--out": "--output",
 }
 
 CLAP_COMMANDS = re.compile(r"^Commands:\n((?:  .*\n)+)", re.MULTILINE)

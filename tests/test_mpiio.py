@@ -260,7 +260,7 @@ def traced(tmp_path: Path, layer: Path, program: str, args: list[str]) -> list[d
     env = _mpirun.environment()
     env["PATIO_REORG_LIB"] = str(layer.with_name("absent.so"))
     done = subprocess.run(
-        [patio_bin(), "trace", "--out", str(out), "--", *cmd, "-x", "PATIO_REORG_LIB",
+        [patio_bin(), "trace", "-o", str(out), "--", *cmd, "-x", "PATIO_REORG_LIB",
          str(MPIIO / "examples" / program), *args],
         capture_output=True, text=True, env=env, timeout=300, check=False,
     )  # fmt: skip
@@ -511,7 +511,7 @@ def test_pnetcdf_dump_is_the_same_when_served(tmp_path: Path, layer: Path) -> No
     # traced (patio trace under mpirun: the layer records MPIIO requests)
     out = tmp_path / "captures"
     done = subprocess.run(
-        [patio_bin(), "trace", "--out", str(out), "--", *cmd, "ncmpidump", str(nc)],
+        [patio_bin(), "trace", "-o", str(out), "--", *cmd, "ncmpidump", str(nc)],
         capture_output=True, text=True, env=dict(env, PATIO_REORG_LIB=str(reorg)), timeout=300,
         check=False,
     )  # fmt: skip

@@ -149,7 +149,7 @@ def patio(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
 def trace(
     out: Path, *command: str | Path, only: Path | None = None, **kw: Any
 ) -> subprocess.CompletedProcess[str]:
-    args = ["trace", "--out", str(out)]
+    args = ["trace", "-o", str(out)]
     if only is not None:
         args += ["--only", str(only)]
     return patio(*args, "--", *map(str, command), **kw)
@@ -251,6 +251,23 @@ def test_dd(tmp_path: Path) -> None:
     pid = caps[0].pid
     assert streams[("POSIX", real(src), pid, "read")]["kind"] == "contiguous"
     assert streams[("POSIX", real(dst), pid, "write")]["kind"] == "contiguous"
+
+
+def test_the_retired_out_spelling_still_works_with_one_deprecation_line(tmp_path: Path) -> None:
+    src = tmp_path / "in.bin"
+    src.write_bytes(os.urandom(3 * 4096))
+    # A traced command's own "--out" (here sh's $0) is the command's, not patio's.
+    cmd = ["sh", "-c", f"dd if={src} of=/dev/null bs=4096 status=none", "--out"]
+    old = patio("trace", "--out", str(tmp_path / "old"), "--", *cmd)
+    new = patio("trace", "-o", str(tmp_path / "new"), "--", *cmd)
+    assert old.returncode == 0 and new.returncode == 0, (old.stderr, new.stderr)
+    deprecated = "patio: warning: --out is deprecated and will be removed; use --output"
+    assert old.stderr.splitlines().count(deprecated) == 1, old.stderr
+    assert "deprecated" not in new.stderr, new.stderr
+    # dd's reads: three blocks, then the one at the end that returns nothing.
+    expect = [("read", i * 4096, 4096) for i in range(3)] + [("read", 3 * 4096, 0)]
+    assert requests(captures(tmp_path / "old"), src) == expect
+    assert requests(captures(tmp_path / "new"), src) == expect
 
 
 def test_fio_strided(tmp_path: Path) -> None:
@@ -493,7 +510,7 @@ def test_mpi_io_shared_file(tmp_path: Path, fcoll: str) -> None:
     env = dict(os.environ, OMPI_MCA_btl_vader_single_copy_mechanism="none")
     if fcoll != "default":
         env["OMPI_MCA_fcoll"] = fcoll
-    cmd = [*MPIRUN, patio_binary(), "trace", "--out", str(out), "--only", str(data), "--"]
+    cmd = [*MPIRUN, patio_binary(), "trace", "-o", str(out), "--only", str(data), "--"]
     done = subprocess.run(
         [*cmd, sys.executable, str(app), str(data)],
         capture_output=True, text=True, env=env, timeout=120, check=False,

@@ -107,7 +107,7 @@ def test_installed_analyze_reads_darshan(installed: Path, tmp_path: Path) -> Non
 def test_installed_trace_uses_shipped_tracer(installed: Path, tmp_path: Path) -> None:
     cap = tmp_path / "cap"
     dd = ["dd", "if=/dev/zero", f"of={tmp_path / 'f.bin'}", "bs=4096", "count=16"]
-    out = run(installed, "patio", "trace", "--out", str(cap), "--", *dd, cwd=tmp_path)
+    out = run(installed, "patio", "trace", "-o", str(cap), "--", *dd, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     merged = tmp_path / "run.csv"
     out = run(installed, "patio", "trace", "merge", str(cap), "-o", str(merged), cwd=tmp_path)

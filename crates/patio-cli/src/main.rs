@@ -36,7 +36,7 @@ use std::process::ExitCode;
     name = "patio",
     version,
     about = "patio — PATtern-aware I/O: find the structure in I/O request streams",
-    after_help = "Examples:\n  patio analyze run.darshan --plot run.png   report every stream's pattern and draw it\n  patio analyze trace.csv --json             the same as JSON\n  patio convert run.darshan -o run.ptrace    keep a compact native copy of a trace\n  patio bench lookup                         pattern map vs extent table\n\nDocumentation: `patio COMMAND --help`; man pages with `patio man --out DIR`; docs/CLI.md in the source"
+    after_help = "Examples:\n  patio analyze run.darshan --plot run.png   report every stream's pattern and draw it\n  patio analyze trace.csv --json             the same as JSON\n  patio convert run.darshan -o run.ptrace    keep a compact native copy of a trace\n  patio bench lookup                         pattern map vs extent table\n\nDocumentation: `patio COMMAND --help`; man pages with `patio man -o DIR`; docs/CLI.md in the source"
 )]
 struct Cli {
     /// More diagnostics on stderr (or a mount's --log file): -v info, -vv debug,

@@ -42,7 +42,7 @@ pub enum MountCommand {
     /// .csv) and one line reported on stderr (--json: the counters on stdout). If the
     /// mount point is busy, a second signal detaches it lazily.
     #[command(
-        after_help = "Example:\n  patio mount trace data/ /mnt/traced --out run.ptrace &\n  ./app /mnt/traced/input.h5\n  fusermount3 -u /mnt/traced        # or kill -INT the patio process\n  patio analyze run.ptrace"
+        after_help = "Example:\n  patio mount trace data/ /mnt/traced -o run.ptrace &\n  ./app /mnt/traced/input.h5\n  fusermount3 -u /mnt/traced        # or kill -INT the patio process\n  patio analyze run.ptrace"
     )]
     Trace(TraceArgs),
     /// Mount SOURCE_DIR at MOUNTPOINT and serve its reads through the prefetch engine.
@@ -75,7 +75,7 @@ pub enum MountCommand {
     /// requests and bytes) are printed then on stderr (--json: as JSON on stdout), and
     /// written to --stats-json.
     #[command(
-        after_help = "Examples:\n  patio mount prefetch data/ /mnt/pf --policy pattern --direct-io --latency-ms 2 --bandwidth-mbps 200 &\n  ./app /mnt/pf/input.h5\n  fusermount3 -u /mnt/pf            # prints the counters\n\n  # markov: train on a traced run first\n  patio mount trace data/ /mnt/t --out run.ptrace   # run the app, unmount\n  patio replay run.ptrace --data data/input.h5 --policy markov --stream 0 --save-model m.ppms\n  patio mount prefetch data/ /mnt/pf --policy markov --model m.ppms --direct-io"
+        after_help = "Examples:\n  patio mount prefetch data/ /mnt/pf --policy pattern --direct-io --latency-ms 2 --bandwidth-mbps 200 &\n  ./app /mnt/pf/input.h5\n  fusermount3 -u /mnt/pf            # prints the counters\n\n  # markov: train on a traced run first\n  patio mount trace data/ /mnt/t -o run.ptrace   # run the app, unmount\n  patio replay run.ptrace --data data/input.h5 --policy markov --stream 0 --save-model m.ppms\n  patio mount prefetch data/ /mnt/pf --policy markov --model m.ppms --direct-io"
     )]
     Prefetch(PrefetchArgs),
     /// Mount BACKEND_DIR at MOUNTPOINT: files written under the mount are stored as pattern-indexed containers.

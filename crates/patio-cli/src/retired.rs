@@ -8,12 +8,16 @@ pub fn warn(old: &str, new: &str) {
 }
 
 /// Warns when the command line used the retired long option `old` (a hidden clap
-/// alias of `new`: clap itself does not say which spelling matched).
+/// alias of `new`: clap itself does not say which spelling matched). Arguments after
+/// `--` belong to a command patio runs (`patio trace -- CMD --out x`) and are not looked at.
 pub fn warn_if_given(old: &str, new: &str) {
-    let given = std::env::args_os().any(|arg| {
-        arg.to_str()
-            .is_some_and(|a| a == old || a.strip_prefix(old).is_some_and(|r| r.starts_with('=')))
-    });
+    let given = std::env::args_os()
+        .take_while(|arg| arg != "--")
+        .any(|arg| {
+            arg.to_str().is_some_and(|a| {
+                a == old || a.strip_prefix(old).is_some_and(|r| r.starts_with('='))
+            })
+        });
     if given {
         warn(old, new);
     }

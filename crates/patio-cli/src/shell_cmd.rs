@@ -1,4 +1,4 @@
-//! `patio completions SHELL` and `patio man --out DIR`: shell completion scripts and man
+//! `patio completions SHELL` and `patio man -o DIR`: shell completion scripts and man
 //! pages generated from the command-line definition itself, so they never drift from
 //! what `patio --help` says. (Commands with a Python front end — `layout`, `amr`,
 //! `bench layout` — complete and document their first word; their own `--help` has the
@@ -21,7 +21,7 @@ pub struct CompletionsArgs {
     shell: Shell,
 }
 
-/// `patio man --out DIR`.
+/// `patio man -o DIR`.
 #[derive(clap::Args)]
 #[command(
     after_help = "Examples:\n  patio man -o ~/.local/share/man/man1 && man patio-mount-prefetch"

@@ -1,14 +1,14 @@
 //! `patio trace`: run a command under the LD_PRELOAD tracer (`capture/`), merge the
 //! per-process raw captures it leaves into one trace, and convert traces.
 //!
-//! * `patio trace [--out DIR] [--only PREFIX] -- COMMAND [ARGS…]` — every process the
+//! * `patio trace [-o DIR] [--only PREFIX] -- COMMAND [ARGS…]` — every process the
 //!   command starts writes `DIR/<host>.<pid>.<n>.praw`; works under `mpirun` (each rank
 //!   is one `patio trace`, all writing into DIR). Exits with the command's status.
 //!   The MPI-IO layer (`libpatio_mpiio.so`), when built, is preloaded too: MPI programs
 //!   then also leave MPIIO records (one per file extent of each MPI-IO call).
 //! * `patio trace merge DIR -o TRACE` — one `.ptrace` or `.csv` from all captures.
 //! * `patio trace convert TRACE --to csv|ptrace [-o OUT]`.
-//! * `patio trace recover TRACE` — the trace a killed `patio mount trace --out TRACE`
+//! * `patio trace recover TRACE` — the trace a killed `patio mount trace -o TRACE`
 //!   did not write, from the journal it appended to (`patio_fs::tracing::journal`).
 
 use crate::load::{load_trace, write_trace, write_trace_as, OutputFormat, TraceWritten};
@@ -26,7 +26,7 @@ const LIBRARY: &str = "libpatio_trace.so";
 #[command(
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
-    after_help = "Examples:\n  patio trace --out run1 -- ./app input.h5          trace every process of ./app into run1/\n  mpirun -n 4 patio trace --out run1 -- python app.py  one capture per rank\n  patio trace merge run1 -o run1.ptrace               merge the per-process captures\n  patio analyze run1.ptrace                           report the patterns"
+    after_help = "Examples:\n  patio trace -o run1 -- ./app input.h5             trace every process of ./app into run1/\n  mpirun -n 4 patio trace -o run1 -- python app.py     one capture per rank\n  patio trace merge run1 -o run1.ptrace               merge the per-process captures\n  patio analyze run1.ptrace                           report the patterns"
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -39,7 +39,7 @@ pub struct Args {
 struct RunArgs {
     /// Directory for the per-process captures (created if missing; default
     /// patio-trace-<UTC time>, or patio-trace-job-<id> under an MPI/Slurm launcher).
-    #[arg(long, value_name = "DIR")]
+    #[arg(short, long = "output", value_name = "DIR", alias = "out")]
     out: Option<PathBuf>,
     /// Trace only files at or below this path (e.g. the application's data directory).
     #[arg(long, value_name = "PREFIX")]
@@ -55,14 +55,14 @@ enum Action {
     Merge(MergeArgs),
     /// Convert a trace (.darshan, .csv, .ptrace, .praw) to CSV or the native format.
     Convert(ConvertArgs),
-    /// Write the trace of a killed `patio mount trace --out TRACE` from its journal
+    /// Write the trace of a killed `patio mount trace -o TRACE` from its journal
     /// (everything it recorded up to its last flush, at most a second before the kill).
     Recover(RecoverArgs),
 }
 
 #[derive(clap::Args)]
 struct RecoverArgs {
-    /// The trace the killed mount was to write (its --out); the journal beside it,
+    /// The trace the killed mount was to write (its --output); the journal beside it,
     /// `.<name>.journal`, is turned into it and removed.
     trace: PathBuf,
 }
@@ -177,6 +177,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 }
 
 fn run_traced(args: RunArgs) -> Result<()> {
+    crate::retired::warn_if_given("--out", "--output");
     let library = tracer_library()?;
     let dir = args.out.unwrap_or_else(default_dir);
     std::fs::create_dir_all(&dir)
