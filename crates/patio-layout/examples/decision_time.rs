@@ -141,9 +141,11 @@ fn main() {
     }
     for (name, sel) in shapes.iter().filter(|s| s.0.contains(&only)) {
         let mut times = Vec::new();
+        let mut d = Decider::new(original.clone(), replicas.clone(), Striping::hdd(), consts)
+            .expect("the replicas match the array");
         for _ in 0..rounds {
-            let mut d =
-                Decider::new(original.clone(), replicas.clone(), Striping::hdd(), consts).unwrap();
+            // Forgotten decisions: each round decides the selection anew.
+            d.forget();
             let t0 = Instant::now();
             let (c, _) = d.choose(sel).unwrap();
             times.push(t0.elapsed().as_secs_f64() * 1e6);
