@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO / "python"))
 import h5py
 import numpy as np
 from patio.layout.kb import KnowledgeBase
-from patio.layout.vol import VolError, hdf5_prefix, vol_env
+from patio.layout.vol import VolError, cc_command, vol_env
 
 CONFIGS = ("native", "pass", "record")
 DATASETS = ("chunked", "contiguous")
@@ -54,12 +54,8 @@ def build(work: Path) -> Path:
     """bench/vol_overhead.c with -O2 -Wall -Wextra -Werror against the connector's HDF5."""
     if shutil.which("cc") is None:
         sys.exit("vol_overhead: no C compiler")
-    hdf5, _ = hdf5_prefix()
     exe = work / "vol_overhead"
-    subprocess.run(["cc", "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror",
-                    f"-I{hdf5 / 'include'}", str(REPO / "bench" / "vol_overhead.c"),
-                    f"-L{hdf5 / 'lib'}", "-lhdf5", f"-Wl,-rpath,{hdf5 / 'lib'}", "-o", str(exe)],
-                   check=True)  # fmt: skip
+    subprocess.run(cc_command(REPO / "bench" / "vol_overhead.c", exe), check=True)
     return exe
 
 

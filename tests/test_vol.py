@@ -51,16 +51,12 @@ def env() -> dict[str, str]:
 
 def compile_c(name: str, dest: Path) -> Path:
     """tests/c/NAME.c built with -Wall -Wextra -Werror against the connector's HDF5."""
-    from patio.layout.vol import hdf5_prefix
+    from patio.layout.vol import cc_command
 
     if shutil.which("cc") is None:
         pytest.skip("no C compiler")
-    hdf5, _ = hdf5_prefix()
     exe = dest / name
-    subprocess.run(["cc", "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror",
-                    f"-I{hdf5 / 'include'}", str(ROOT / "tests" / "c" / f"{name}.c"),
-                    f"-L{hdf5 / 'lib'}", "-lhdf5", f"-Wl,-rpath,{hdf5 / 'lib'}", "-o", str(exe)],
-                   check=True, timeout=120)  # fmt: skip
+    subprocess.run(cc_command(ROOT / "tests" / "c" / f"{name}.c", exe), check=True, timeout=120)
     return exe
 
 

@@ -45,6 +45,15 @@ def hdf5_prefix(prefix: str | None = None) -> tuple[Path, str]:
     return found[-1]
 
 
+def cc_command(source: Path, exe: Path, prefix: str | None = None) -> list[str]:
+    """The command that builds the C program ``source`` into ``exe`` against the HDF5 the
+    connector is built for (-O2 -Wall -Wextra -Werror; run-path to that HDF5)."""
+    hdf5, _ = hdf5_prefix(prefix)
+    return ["cc", "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{hdf5 / 'include'}",
+            str(source), f"-L{hdf5 / 'lib'}", "-lhdf5", f"-Wl,-rpath,{hdf5 / 'lib'}", "-o",
+            str(exe)]  # fmt: skip
+
+
 def vol_env(prefix: str | None = None) -> dict[str, str]:
     """``{"HDF5_PLUGIN_PATH", "HDF5_VOL_CONNECTOR", "hdf5_version"}``."""
     plugin_dir = lib_dir(prefix) / "vol"
