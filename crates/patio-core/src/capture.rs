@@ -1,5 +1,5 @@
 //! Raw captures (`.praw`): the per-process files written by patio's LD_PRELOAD tracer
-//! (`capture/patio_trace.c`), read back and merged into one [`Trace`].
+//! (`capture/`, the file format in `capture/output.c`), read back and merged into one [`Trace`].
 //!
 //! A raw capture is an 8-byte header (`PRAW`, version, reserved) followed by frames
 //! exactly as [`crate::codec::put_frame`] writes them. Frame payloads start with a kind
