@@ -320,14 +320,27 @@ def test_patio_run_hdf5_loads_the_connector_for_one_command(
 # ---- one knowledge base location -------------------------------------------------
 
 
+def reference_kb_dir(source: str) -> str:
+    """Where docs/FORMATS.md puts a file's knowledge base: ``.patio-layout/<name>`` beside
+    the file, or ``$PATIO_LAYOUT_DIR/<name>-<12 hex digits of the SHA-1 of the resolved
+    path>``; the path resolved as ``Path.resolve`` does (symlinks, missing parts kept)."""
+    import hashlib
+
+    src = Path(source).resolve()
+    env = os.environ.get("PATIO_LAYOUT_DIR")
+    if env:
+        return str(Path(env) / f"{src.name}-{hashlib.sha1(str(src).encode()).hexdigest()[:12]}")
+    return str(src.parent / ".patio-layout" / src.name)
+
+
 @pytest.mark.parametrize("layout_env", [False, True])
 def test_the_layout_core_finds_the_knowledge_base_python_finds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout_env: bool
 ) -> None:
     """The connector's recorder asks the layout core (``patio_kb_dir``) where a file's
-    knowledge base is; it must be the directory ``patio.layout.kb.kb_dir`` names, for
-    absolute, relative, symlinked and not yet existing paths, with and without
-    ``PATIO_LAYOUT_DIR``."""
+    knowledge base is; it must be the directory ``patio.layout.kb.kb_dir`` names and the
+    documented one (``reference_kb_dir``), for absolute, relative, symlinked and not yet
+    existing paths, with and without ``PATIO_LAYOUT_DIR``."""
     import ctypes
 
     from patio.layout.vol import lib_dir
@@ -347,6 +360,35 @@ def test_the_layout_core_finds_the_knowledge_base_python_finds(
                  "link/../data/run.h5", "data/new.h5", "missing/dir/x.h5"]:
         buf, n = ctypes.create_string_buffer(4096), ctypes.c_uint64()
         assert core.patio_kb_dir(path.encode(), buf, 4096, ctypes.byref(n)) == 0
-        assert buf.value.decode() == str(kb_dir(path)), path
+        assert buf.value.decode() == str(kb_dir(path)) == reference_kb_dir(path), path
     assert core.patio_kb_dir(b"x.h5", None, 0, ctypes.byref(n)) == -3  # PATIO_ERANGE
     assert n.value == len(str(kb_dir("x.h5")))
+
+
+def test_selection_json_and_integer_blobs_are_the_documented_ones() -> None:
+    """``Selection.to_json`` and ``encode_ints`` (the layout core's definitions, which the
+    connector's records use) write the documented encodings: compact JSON of shape,
+    kind, out and the slabs' [start, stride, count, block] (none for points), and the
+    pattern engine's encoding of the integers (``patio.detect``, window 32), which
+    decodes back to them."""
+    from patio import detect
+    from patio.layout.kb import decode_ints, encode_ints
+    from patio.layout.selection import Hyperslab, Selection
+
+    a = Hyperslab((0, 1, 2), (1, 1, 1), (1, 1, 1), (2, 3, 4))
+    b = Hyperslab((3, 0, 0), (2, 1, 1), (2, 1, 1), (1, 10, 8))
+    pts = np.array([[1, 2, 3], [4, 5, 6]])
+    for sel in [Selection.hyperslab(SHAPE, a), Selection.union(SHAPE, [a, b], (4, 5, 6)),
+                Selection.from_points(SHAPE, pts), Selection.all(SHAPE)]:  # fmt: skip
+        ref: dict[str, object] = {"shape": list(SHAPE), "kind": sel.kind,
+                                  "out": list(sel.out_shape)}  # fmt: skip
+        if sel.kind != "points":
+            ref["slabs"] = [s.to_json() for s in sel.slabs]
+        assert sel.to_json() == json.dumps(ref, separators=(",", ":"))
+        assert Selection.from_json(sel.to_json(), sel.points) == sel
+    rng = np.random.default_rng(5)
+    for values in [np.arange(0, 4000, 7), np.sort(rng.integers(0, 10**9, 300)),
+                   rng.integers(-50, 50, 64), np.zeros(0, np.int64)]:  # fmt: skip
+        blob = encode_ints(values)
+        assert blob == bytes(detect(np.asarray(values, np.int64)).encode())
+        assert np.array_equal(decode_ints(blob), values)

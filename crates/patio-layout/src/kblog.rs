@@ -3,6 +3,8 @@
 //! as the knowledge base keeps it (the selection JSON and the points blob), and the
 //! appending side of a record log — byte for byte what `patio.layout.kb` /
 //! `patio.layout.kblog` write, so `patio layout status|advise|build` merge both alike.
+//! The location, the selection JSON and the integer blob are Python's too (`kb_dir`,
+//! `Selection.to_json`, `encode_ints` call them through `patio._native`).
 //! Formats: docs/FORMATS.md ("Record log", "Selection JSON").
 
 use patio_core::seqcodec::encode_seq;
@@ -113,7 +115,8 @@ pub struct Recorded {
     pub nelem: u64,
 }
 
-type Slab = [Vec<u64>; 4];
+/// One hyperslab: start, stride, count, block (`rank` values each).
+pub type Slab = [Vec<u64>; 4];
 
 /// The same elements with dense dimensions written as one block (count 1), stride 1
 /// where count is at most 1 (`Hyperslab.normalized`).
@@ -152,8 +155,15 @@ fn json_ints(out: &mut String, xs: &[u64]) {
     out.push(']');
 }
 
-/// `Selection.to_json()`: `{"shape":[..],"kind":..,"out":[..],"slabs":[..]}`, compact.
-fn selection_json(shape: &[u64], kind: &str, out_shape: &[u64], slabs: Option<&[Slab]>) -> String {
+/// A selection as the knowledge base stores it (`patio.layout.selection.Selection.to_json`
+/// calls this): `{"shape":[..],"kind":..,"out":[..],"slabs":[..]}`, compact; each slab
+/// is `[start, stride, count, block]`; no slabs for points (their blob holds them).
+pub fn selection_json(
+    shape: &[u64],
+    kind: &str,
+    out_shape: &[u64],
+    slabs: Option<&[Slab]>,
+) -> String {
     let mut s = String::from("{\"shape\":");
     json_ints(&mut s, shape);
     let _ = write!(s, ",\"kind\":\"{kind}\",\"out\":");
@@ -264,12 +274,18 @@ fn record_points(
                 .map_err(|_| RecordError::Selection("linear index beyond 2^63".into()))?,
         );
     }
-    let seq = PatternSeq::build(&linear, &Detector::new(DETECT_WINDOW));
     Ok(Recorded {
         sel: selection_json(shape, "points", out_shape, None),
-        points: Some(encode_seq(&seq)),
+        points: Some(ints_blob(&linear)),
         nelem: points.len() as u64,
     })
+}
+
+/// A sequence of integers (a point selection's row-major linear indices, a family's
+/// starts, a replica's index sets) as the knowledge base stores it: the pattern engine's
+/// encoding (`patio.layout.kb.encode_ints` calls this).
+pub fn ints_blob(values: &[i64]) -> Vec<u8> {
+    encode_seq(&PatternSeq::build(values, &Detector::new(DETECT_WINDOW)))
 }
 
 /// One `access` row (`patio.layout.kblog.Row`).

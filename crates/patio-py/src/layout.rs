@@ -3,18 +3,22 @@
 //! or chunked storage, filtered chunks with stored sizes) and their flattening and
 //! eq 3.1 pricing on a `StorageModel`, and `LayoutDecider` (the candidates for one
 //! read and the choice among them) — the decision path of `patio.h5` and
-//! `patio layout`. Bad input (a wrong rank, a selection outside the array, a chunk
-//! index of the wrong length) is a `ValueError` naming it.
+//! `patio layout`; and the knowledge base's definitions that `patio.layout.kb` and
+//! `patio.layout.selection` call (where it lives, a selection's JSON, an integer
+//! blob). Bad input (a wrong rank, a selection outside the array, a chunk index of the
+//! wrong length) is a `ValueError` naming it.
 
 use crate::convert::int_column;
 use crate::store::PyStorageModel;
 use numpy::PyArray1;
 use patio_layout::{
-    Axis, Candidate, Constants, Decider, Grid, Holds, Layout, LayoutError, Plan, Replica, Selection,
+    kblog, Axis, Candidate, Constants, Decider, Grid, Holds, Layout, LayoutError, Plan, Replica,
+    Selection,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyBytes, PyTuple};
+use std::path::PathBuf;
 
 fn err(e: LayoutError) -> PyErr {
     PyValueError::new_err(e.to_string())
@@ -232,7 +236,41 @@ impl PyLayout {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySelection>()?;
     m.add_class::<PyLayout>()?;
-    m.add_class::<PyDecider>()
+    m.add_class::<PyDecider>()?;
+    m.add_function(wrap_pyfunction!(layout_kb_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(layout_selection_json, m)?)?;
+    m.add_function(wrap_pyfunction!(layout_ints_blob, m)?)
+}
+
+/// The directory of `source`'s knowledge base, replicas and record logs
+/// (`patio_layout::kblog::kb_dir`; `PATIO_LAYOUT_DIR` read from the environment).
+#[pyfunction]
+fn layout_kb_dir(source: PathBuf) -> PathBuf {
+    kblog::kb_dir(&source)
+}
+
+/// A selection's JSON as the knowledge base stores it (`kblog::selection_json`):
+/// `slabs` as `[start, stride, count, block]` lists, `None` for points.
+#[pyfunction]
+#[pyo3(signature = (shape, kind, out, slabs))]
+fn layout_selection_json(
+    shape: Vec<u64>,
+    kind: &str,
+    out: Vec<u64>,
+    slabs: Option<Vec<kblog::Slab>>,
+) -> String {
+    kblog::selection_json(&shape, kind, &out, slabs.as_deref())
+}
+
+/// Integers (a numpy integer array or a sequence of ints) in the knowledge base's
+/// encoding (`kblog::ints_blob`: the pattern engine's).
+#[pyfunction]
+fn layout_ints_blob<'py>(
+    py: Python<'py>,
+    values: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let xs: Vec<i64> = int_column(values, "values")?;
+    Ok(PyBytes::new(py, &kblog::ints_blob(&xs)))
 }
 
 /// What a replica holds, from Python: `("everything",)`, `("transposed", perm)`,

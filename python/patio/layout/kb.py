@@ -94,20 +94,19 @@ class KnowledgeBaseError(Exception):
 
 
 def kb_dir(source: str | os.PathLike[str]) -> Path:
-    """The directory holding the knowledge base and replicas of ``source``."""
-    src = Path(source).resolve()
-    env = os.environ.get("PATIO_LAYOUT_DIR")
-    if env:
-        digest = hashlib.sha1(str(src).encode()).hexdigest()[:12]
-        return Path(env) / f"{src.name}-{digest}"
-    return src.parent / ".patio-layout" / src.name
+    """The directory holding the knowledge base and replicas of ``source`` (the layout
+    core's definition, which the VOL connector uses too)."""
+    from patio._native import layout_kb_dir
+
+    return Path(layout_kb_dir(source))
 
 
 def encode_ints(values: np.ndarray) -> bytes:
-    """A sorted or unsorted int64 sequence as the pattern engine's encoding."""
-    from patio import detect
+    """A sorted or unsorted int64 sequence as the pattern engine's encoding (the layout
+    core's definition, which the VOL connector's point blobs use too)."""
+    from patio._native import layout_ints_blob
 
-    return bytes(detect(np.ascontiguousarray(values, dtype=np.int64)).encode())
+    return bytes(layout_ints_blob(np.ascontiguousarray(values, dtype=np.int64)))
 
 
 def decode_ints(blob: bytes | None) -> np.ndarray:

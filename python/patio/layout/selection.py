@@ -242,12 +242,12 @@ class Selection:
 
     # -- serialisation (knowledge base) --------------------------------------------
     def to_json(self) -> str:
-        """Compact JSON; points are stored elsewhere (see :mod:`patio.layout.kb`)."""
-        d: dict[str, Any] = {"shape": list(self.shape), "kind": self.kind,
-                             "out": list(self.out_shape)}
-        if self.kind != "points":
-            d["slabs"] = [s.to_json() for s in self.slabs]
-        return json.dumps(d, separators=(",", ":"))
+        """Compact JSON (the layout core's definition, which the VOL connector's records
+        use too); points are stored elsewhere (see :mod:`patio.layout.kb`)."""
+        from patio._native import layout_selection_json
+
+        slabs = None if self.kind == "points" else [s.to_json() for s in self.slabs]
+        return layout_selection_json(self.shape, self.kind, self.out_shape, slabs)
 
     @staticmethod
     def from_json(text: str, points: np.ndarray | None = None) -> Selection:
