@@ -1,6 +1,7 @@
 /* dataset.c - the connector's dataset callbacks: everything goes to the connector
- * beneath; every read (H5Dread and H5Dread_multi, each dataset of it) is timed and
- * handed to record.c, which records it when its file has a layout knowledge base.
+ * beneath; every read (H5Dread and H5Dread_multi, each dataset of it) that record.c
+ * may record (its file has a layout knowledge base) is timed and handed to it; the
+ * others cost one check (pv_record_wanted).
  */
 #include <stdlib.h>
 #include <time.h>
@@ -60,14 +61,17 @@ herr_t pv_dataset_read(size_t count, void *dset[], hid_t mem_type_id[], hid_t me
     void **under = unwrapped(count, dset, one);
     if (!under)
         return -1;
-    double start = seconds_of(CLOCK_MONOTONIC);
+    int wanted = 0;
+    for (size_t i = 0; i < count && !wanted; i++)
+        wanted = pv_record_wanted(dset[i]);
+    double start = wanted ? seconds_of(CLOCK_MONOTONIC) : 0;
     herr_t rc = H5VLdataset_read(count, under, VOL(dset[0]), mem_type_id, mem_space_id,
                                  file_space_id, dxpl_id, buf, req);
-    double seconds = seconds_of(CLOCK_MONOTONIC) - start;
+    double seconds = wanted ? seconds_of(CLOCK_MONOTONIC) - start : 0;
     pv_wrap_req(req, VOL(dset[0]));
     if (under != one)
         free(under);
-    if (rc >= 0) {
+    if (rc >= 0 && wanted) {
         double now = seconds_of(CLOCK_REALTIME);
         for (size_t i = 0; i < count; i++)
             pv_record_read(dset[i], mem_type_id[i], mem_space_id[i], file_space_id[i], now,

@@ -316,6 +316,19 @@ static void record(pv_obj *o, hid_t mem_type_id, hid_t mem_space_id, hid_t file_
         H5Sclose(space);
 }
 
+int pv_record_wanted(pv_obj *dset)
+{
+    if (!L.on)
+        return 0;
+    struct pv_dset *d = dset->dset;
+    if (!d)
+        return 1; /* not described yet: its first read finds out */
+    if (!d->recordable)
+        return 0;
+    entry *e = recorder_for(d->file);
+    return e && e->rec;
+}
+
 void pv_record_read(pv_obj *dset, hid_t mem_type_id, hid_t mem_space_id, hid_t file_space_id,
                     double t_end, double seconds)
 {

@@ -141,6 +141,10 @@ herr_t pv_object_optional(void *, const H5VL_loc_params_t *, H5VL_optional_args_
 /* record.c */
 void pv_record_init(void);
 void pv_record_term(void);
+/* 0 when a read of the dataset is known not to be recorded (recording off, a dataset
+ * that is not recorded, a file without a knowledge base): checked before the read, with
+ * no HDF5 call, so such reads cost no timing and no error-stack handling. */
+int pv_record_wanted(pv_obj *dset);
 /* Records the i-th read of a (possibly multi-dataset) H5Dread that ended at wall time
  * t_end (seconds since the epoch) and took `seconds`. */
 void pv_record_read(pv_obj *dset, hid_t mem_type_id, hid_t mem_space_id, hid_t file_space_id,
