@@ -16,10 +16,10 @@
 //! * [`container`] — the container mount: files are patio containers in a backend
 //!   directory, one writer (data and index log) per file and writing process, reads
 //!   through a cached reader of the merged index: `patio mount container`.
-//! * [`segcache`] — the segment-grouping cache: reads through memory, then a store
-//!   of fixed-size segments on local disk, then the source behind the storage model;
-//!   policies `none`, `lru` and `group` (successor graph, related items stored
-//!   together in one segment): `patio mount cache`.
+//! * [`segcache`] — the segment-grouping cache mount: reads through patio-cache's
+//!   cache (memory, then a store of fixed-size segments on local disk, then the
+//!   source behind the storage model; policies `none`, `lru` and `group`):
+//!   `patio mount cache`.
 //! * `fusekit` — what the passthrough and the container mount share: the inode
 //!   table, errno mapping, attributes, the owner and setgid rule for new entries,
 //!   handle and listing tables, `statfs`.
@@ -30,8 +30,8 @@
 //!   external `fusermount3 -u`, and unmounting (lazily, on a second signal, when the
 //!   mount point is busy).
 //!
-//! Dependencies point one way: patio-fs uses patio-core, patio-prefetch and
-//! patio-container; the CLI uses patio-fs.
+//! Dependencies point one way: patio-fs uses patio-core, patio-prefetch,
+//! patio-container and patio-cache; the CLI uses patio-fs.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -61,6 +61,15 @@ pub enum FsError {
     /// Encoding or writing the trace failed.
     #[error("{0}")]
     Core(#[from] patio_core::CoreError),
+}
+
+impl From<patio_cache::CacheError> for FsError {
+    fn from(e: patio_cache::CacheError) -> Self {
+        match e {
+            patio_cache::CacheError::Invalid(why) => FsError::Invalid(why),
+            patio_cache::CacheError::Io { what, error } => FsError::Io { what, error },
+        }
+    }
 }
 
 impl FsError {

@@ -8,10 +8,9 @@
 //! the file is longer; a fill or read overtaken by a change must not leave anything
 //! behind that a later read could see.
 
-use super::super::graph::Item;
 use super::{id_of, observer};
 use crate::passthrough::{DataChange, FileReader, Observer};
-use crate::segcache::core::{lock, Policy};
+use patio_cache::{Item, Policy};
 use proptest::prelude::*;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -108,8 +107,8 @@ fn run(policy: Policy, initial: Vec<u8>, ops: &[Op]) -> Result<(), TestCaseError
     let id = id_of(&file);
     let name: Arc<str> = "f.bin".into();
     let reader = obs.open_reader(&name, id, &file).expect("a reader");
-    let idx = lock(&cache.state).by_id[&(id.dev, id.ino)];
-    let data = lock(&cache.state).files[idx as usize]
+    let idx = cache.state().by_id[&(id.dev, id.ino)];
+    let data = cache.state().files[idx as usize]
         .data
         .clone()
         .expect("open");

@@ -1,7 +1,7 @@
 //! What `patio mount cache` is asked to be: the policy and the budgets, and why a
 //! set of them cannot work.
 
-use super::graph::Popularity;
+use crate::graph::Popularity;
 use std::time::Duration;
 
 /// Caching policy of the mount.

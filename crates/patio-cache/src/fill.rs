@@ -4,10 +4,10 @@
 //! to the open plain slot, bringing a strided stream's next periods ahead, and
 //! writing a fresh slot.
 
-use super::core::{lock, Cache, Policy};
-use super::graph::Item;
-use super::stride::periods;
-use super::table::Entry;
+use crate::core::{lock, Cache, Policy};
+use crate::graph::Item;
+use crate::stride::periods;
+use crate::table::Entry;
 use patio_prefetch::DataFile;
 use std::collections::{BTreeMap, HashMap};
 use std::io;

@@ -10,7 +10,7 @@
 //! ahead items then add hits of their own). An ahead item asked for becomes a demand
 //! item (an LRU that missed would have inserted it there as well).
 
-use super::graph::Item;
+use crate::graph::Item;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 

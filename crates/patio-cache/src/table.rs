@@ -5,7 +5,7 @@
 //! with a generation number one higher each time; a torn or corrupt table is
 //! reported as [`TableError::Damaged`] and the cache starts cold.
 
-use super::graph::Item;
+use crate::graph::Item;
 use patio_core::codec::{put_uvarint, read_blob, write_blob, Cursor};
 use std::fs;
 use std::io::{self, Write};

@@ -11,20 +11,20 @@
 //!   missed are kept in memory and appended to the open *plain* slot of the store
 //!   (slots, plain or group, are replaced least recently used first; the memory and
 //!   disk budgets are the ones `lru` gets); a hit on a plain slot reads that one item.
-//!   Memory is [`super::memtier`]: an LRU of demand items beside the items groups
+//!   Memory is [`crate::memtier`]: an LRU of demand items beside the items groups
 //!   bring *ahead* of demand, in at most half of it, so it hits whatever an LRU of
 //!   the other half hits. Groups come from two sources. The successor graph
-//!   ([`super::graph`], fed by every caller's stream, across processes) gives
+//!   ([`crate::graph`], fed by every caller's stream, across processes) gives
 //!   strongly connected components split to a segment, rebuilt when the graph changed,
 //!   on a miss and in idle periods; a miss on a grouped item reads its segment from
 //!   the store if it is there (a *group hit*), else builds it — members held in
 //!   memory or in other slots are reused, only the rest is read from SOURCE — and
-//!   writes it; the other members come ahead. A strided stream ([`super::stride`])
+//!   writes it; the other members come ahead. A strided stream ([`crate::stride`])
 //!   brings its next periods ahead at once. Groups compete for their place: a file
 //!   whose ahead items are mostly dropped unused gets no more groups for a while,
 //!   and grouping I/O stays within [`MAX_GROUPING_RATIO`] × the bytes served.
 //!
-//! The fill paths that touch the segment store live in [`super::fill`].
+//! The fill paths that touch the segment store live in [`crate::fill`].
 //!
 //! **Never stale.** Every read first compares the file's size, mtime, ctime and inode
 //! with what was recorded when its items were cached; a difference drops every item of
@@ -41,14 +41,14 @@
 //! **Faults of the cache itself** (the store cannot be read or written) switch the
 //! cache off for the rest of the mount: reads go to SOURCE, and the reason is kept.
 
-pub use super::config::{CacheConfig, Policy};
-use super::graph::{Item, SuccessorGraph};
-use super::memtier::MemTier;
-use super::pay::Pay;
-use super::stats::CacheStats;
-use super::store::{SegmentFile, SlotAllocator};
-use super::stride::Strides;
-use super::table::{Entry, FileRec};
+pub use crate::config::{CacheConfig, Policy};
+use crate::graph::{Item, SuccessorGraph};
+use crate::memtier::MemTier;
+use crate::pay::Pay;
+use crate::stats::CacheStats;
+use crate::store::{SegmentFile, SlotAllocator};
+use crate::stride::Strides;
+use crate::table::{Entry, FileRec};
 use patio_core::FileVersion;
 use patio_prefetch::DataFile;
 use std::collections::{HashMap, HashSet};
@@ -65,7 +65,9 @@ const AHEAD_SHARE: u64 = 2;
 /// Grouping I/O stays within this many times the bytes delivered to readers.
 pub const MAX_GROUPING_RATIO: f64 = 1.5;
 
-pub(crate) struct FileState {
+/// A source file the cache has seen: its recorded version, whether its groups pay,
+/// its epoch and, while it is open, its SOURCE reader.
+pub struct FileState {
     pub rec: FileRec,
     pub pay: Pay,
     /// Bumped by every change; fills begun under an older epoch are not inserted.
@@ -77,7 +79,7 @@ pub(crate) struct FileState {
 }
 
 /// Everything under the cache's lock.
-pub(crate) struct State {
+pub struct State {
     pub files: Vec<FileState>,
     pub by_id: HashMap<(u64, u64), u32>,
     mem: MemTier,
@@ -426,11 +428,26 @@ pub struct Cache {
     pub(crate) _lock: Option<File>,
 }
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Cache {
+    /// The policy and budgets the cache was opened with.
+    pub fn config(&self) -> &CacheConfig {
+        &self.cfg
+    }
+
+    /// The cache's state, locked.
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    /// Whether the slot file is read and written with `O_DIRECT` (`None`: no store).
+    pub fn store_direct(&self) -> Option<bool> {
+        self.store.as_ref().map(SegmentFile::direct)
+    }
+
     fn per_segment(&self) -> usize {
         (self.cfg.segment / self.cfg.item) as usize
     }
@@ -461,7 +478,7 @@ impl Cache {
     /// `size` its size at `epoch`, what fills are read under) for caller `pid`. The
     /// items it touches continue that caller's successor stream (across its files
     /// and handles).
-    pub(crate) fn read(
+    pub fn read(
         &self,
         file: u32,
         size: u64,
@@ -693,7 +710,7 @@ impl Cache {
     /// Completes a fill from SOURCE: `items` (consecutive, the first one `first`),
     /// read under `epoch`, go to memory and, for `lru` and `group`, to the store —
     /// unless their file changed since `epoch`, which drops them.
-    pub(crate) fn keep(&self, first: Item, items: &[Arc<Vec<u8>>], epoch: u64) {
+    pub fn keep(&self, first: Item, items: &[Arc<Vec<u8>>], epoch: u64) {
         let mut st = lock(&self.state);
         let disabled = st.disabled.is_some();
         for (k, bytes) in items.iter().enumerate() {

@@ -1,0 +1,322 @@
+//! Tests of the policies through the cache's own interface, without a front end:
+//! files opened and read item by item by several callers, idle work, restarts, and
+//! the cache directory's checks. (The front end's model tests — changes reported by
+//! the passthrough, outside changes, interleavings — are in `patio-fs::segcache`.)
+
+use crate::core::{Cache, MAX_GROUPING_RATIO};
+use crate::stats::CacheStats;
+use crate::table::{self, Table};
+use crate::{open_cache, CacheConfig, OpenFile, Policy, Popularity};
+use patio_prefetch::rng::Rng;
+use patio_prefetch::{DataFile, SlowStore, StoreConfig};
+use std::collections::HashSet;
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn config(policy: Policy) -> CacheConfig {
+    CacheConfig {
+        policy,
+        memory: 64 << 10,
+        disk: 256 << 10,
+        segment: 32 << 10,
+        item: 4096,
+        popularity: Popularity {
+            j: 1,
+            k: 2,
+            max_nodes: 1 << 16,
+        },
+        idle: Duration::from_secs(3600),
+        build_after: 4,
+    }
+}
+
+/// A cache over the directory `dir`.
+fn opened(dir: &Path, cfg: &CacheConfig) -> Arc<Cache> {
+    Arc::new(open_cache(Some(dir), cfg).unwrap().0)
+}
+
+/// A source file opened through the cache, as a front end opens it.
+struct Reader {
+    file: File,
+    open: OpenFile,
+}
+
+impl Reader {
+    fn open(cache: &Arc<Cache>, src: &Path, name: &str) -> Reader {
+        let path = src.join(name);
+        let file = File::open(&path).unwrap();
+        let store = SlowStore::new(StoreConfig::instant());
+        let data = DataFile::open_named(&path, &path, store).unwrap();
+        let meta = file.metadata().unwrap();
+        let open = cache.open(name, &meta, file.try_clone().unwrap(), Arc::new(data));
+        Reader { file, open }
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8], pid: u32) -> std::io::Result<usize> {
+        self.open.read_at(&self.file, offset, buf, pid)
+    }
+}
+
+#[test]
+fn bad_cache_directories_and_budgets_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(Policy::Group);
+    cfg.disk = 16 << 10;
+    let err = |c: &CacheConfig, d: &Path| open_cache(Some(d), c).err().unwrap().to_string();
+    assert!(err(&cfg, dir.path()).contains("smaller than one segment"));
+    let cfg = config(Policy::Group);
+    let (_held, _) = open_cache(Some(dir.path()), &cfg).unwrap();
+    assert!(err(&cfg, dir.path()).contains("in use by another patio mount"));
+    let other = tempfile::tempdir().unwrap();
+    let mut t = std::fs::read(dir.path().join(table::TABLE_FILE)).unwrap_or_default();
+    if t.is_empty() {
+        t = Table {
+            generation: 1,
+            slot_size: 1,
+            slots: 0,
+            item_size: 1,
+            policy: 2,
+            files: vec![],
+            segments: vec![],
+            counters: vec![],
+        }
+        .encode();
+    }
+    t[4] = 99;
+    std::fs::write(other.path().join(table::TABLE_FILE), &t).unwrap();
+    assert!(err(&cfg, other.path()).contains("newer patio"));
+}
+
+/// Reads `items` (item indices of 4 KiB) one item per read through `r` as caller
+/// `pid`, checking the bytes against `data`.
+fn read_items(r: &Reader, data: &[u8], items: &[u64], pid: u32) {
+    let mut buf = vec![0u8; 4096];
+    for &i in items {
+        let at = i * 4096;
+        let n = r.read_at(at, &mut buf, pid).unwrap();
+        assert_eq!(
+            &buf[..n],
+            &data[at as usize..(at as usize + 4096).min(data.len())]
+        );
+    }
+}
+
+#[test]
+fn group_caches_what_it_reads_like_lru() {
+    // A working set that fits memory + store and is never linked (each successor seen
+    // once, j = 3): `group` must serve the second pass like `lru`, from its tiers.
+    let src = tempfile::tempdir().unwrap();
+    let path = src.path().join("h.bin");
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 253) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let name = "h.bin";
+    let mut rng = Rng::new(11);
+    let mut order: Vec<u64> = (0..48).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let mut second = order.clone();
+    second.reverse();
+    for policy in [Policy::Lru, Policy::Group] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(policy);
+        cfg.popularity.j = 3;
+        cfg.popularity.k = 3;
+        let cache = opened(dir.path(), &cfg);
+        let r = Reader::open(&cache, src.path(), name);
+        read_items(&r, &data, &order, 1);
+        let before = cache.state().stats.clone();
+        assert_eq!(before.source_requests, 48, "{policy:?}: one miss per item");
+        read_items(&r, &data, &second, 1);
+        let after = cache.state().stats.clone();
+        assert_eq!(
+            after.source_requests, before.source_requests,
+            "{policy:?}: the second pass is served by the cache"
+        );
+        assert!(
+            after.bytes_from_segments > 0,
+            "{policy:?}: the store serves"
+        );
+        assert_eq!(after.group_hits, 0);
+        assert!(after.peak_memory_bytes <= cfg.memory);
+        drop(r);
+        cache.save().unwrap();
+    }
+}
+
+#[test]
+fn a_rebuilt_group_reads_nothing_cached_from_source() {
+    let src = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = src.path().join("w.bin");
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 241) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let name = "w.bin";
+    let cache = opened(dir.path(), &config(Policy::Group));
+    let r = Reader::open(&cache, src.path(), name);
+    // A scattered walk of 20 items (more than memory's 16): first read in another
+    // order (so the plain slots hold them in that order), then twice as the walk.
+    let walk: Vec<u64> = (0..20).map(|i| (i * 7 + 3) % 48).collect();
+    let mut first = walk.clone();
+    first.sort();
+    read_items(&r, &data, &first, 2);
+    for _ in 0..2 {
+        read_items(&r, &data, &walk, 1);
+    }
+    let before = cache.state().stats.clone();
+    assert!(
+        !cache.state().unstored_groups(usize::MAX).is_empty()
+            || cache.state().graph.pending_changes() > 0
+    );
+    cache.idle_work();
+    let mid = cache.state().stats.clone();
+    assert_eq!(mid.source_bytes, before.source_bytes, "nothing from SOURCE");
+    assert_eq!(mid.grouping_source_bytes, before.grouping_source_bytes);
+    assert!(
+        mid.segment_write_bytes > before.segment_write_bytes,
+        "groups written"
+    );
+    assert!(
+        mid.grouping_local_bytes > before.grouping_local_bytes,
+        "members moved locally"
+    );
+    assert!(
+        mid.segment_read_bytes > before.segment_read_bytes,
+        "members beyond memory read back from the store"
+    );
+    // Nothing changed: the next idle period writes nothing.
+    cache.idle_work();
+    let last = cache.state().stats.clone();
+    assert_eq!(last.segment_write_bytes, mid.segment_write_bytes);
+    assert!(cache.state().unstored_groups(usize::MAX).is_empty());
+    // And the walk is now served by groups, still byte-exact.
+    read_items(&r, &data, &walk, 1);
+    let end = cache.state().stats.clone();
+    // (A strided stretch of the walk may bring its next period ahead; that is
+    // grouping I/O, not a read of anything cached.)
+    assert_eq!(
+        end.source_bytes - end.grouping_source_bytes,
+        mid.source_bytes - mid.grouping_source_bytes
+    );
+    assert!(end.group_hits > mid.group_hits);
+    drop(r);
+    cache.save().unwrap();
+}
+
+#[test]
+fn a_restart_keeps_plain_slots_plain() {
+    let src = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = src.path().join("p.bin");
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 239) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    std::thread::sleep(Duration::from_millis(1100)); // old enough for the table
+    let name = "p.bin";
+    let plain = |expect: Option<&HashSet<u32>>| {
+        let cache = opened(dir.path(), &config(Policy::Group));
+        let r = Reader::open(&cache, src.path(), name);
+        if let Some(expect) = expect {
+            assert_eq!(&cache.state().plain_slots, expect);
+        }
+        read_items(&r, &data, &[1, 7, 3, 20], 1);
+        let slots = cache.state().plain_slots.clone();
+        drop(r);
+        cache.save().unwrap();
+        slots
+    };
+    let first = plain(None);
+    assert!(!first.is_empty());
+    plain(Some(&first));
+}
+
+/// Reads `items` through a fresh cache of `policy` as caller 1, byte-checked, and
+/// returns the counters.
+fn walk(policy: Policy, data: &[u8], items: &[u64]) -> CacheStats {
+    let src = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = src.path().join("s.bin");
+    std::fs::write(&path, data).unwrap();
+    let name = "s.bin";
+    let cache = opened(dir.path(), &config(policy));
+    let r = Reader::open(&cache, src.path(), name);
+    read_items(&r, data, items, 1);
+    let stats = cache.state().stats.clone();
+    drop(r);
+    cache.save().unwrap();
+    stats
+}
+
+#[test]
+fn a_strided_stream_is_brought_ahead_on_its_first_pass() {
+    let data: Vec<u8> = (0..400_000u32).map(|i| (i % 251) as u8).collect();
+    let strided: Vec<u64> = (0..33).map(|i| i * 3).collect();
+    let lru = walk(Policy::Lru, &data, &strided);
+    let group = walk(Policy::Group, &data, &strided);
+    assert_eq!(lru.misses, 33, "a first pass misses every item under lru");
+    assert!(group.stride_batches > 0);
+    assert!(
+        group.misses <= 8 && group.group_hits >= 25,
+        "the stream's next periods were ahead: {group:?}"
+    );
+    assert!(group.grouping_io_ratio() <= MAX_GROUPING_RATIO);
+}
+
+#[test]
+fn groups_that_do_not_pay_stop_being_formed() {
+    // Runs of four consecutive items, each run elsewhere: every run confirms a
+    // stride whose next periods are never read.
+    let data: Vec<u8> = (0..8_000_000u32).map(|i| (i % 247) as u8).collect();
+    let mut rng = Rng::new(3);
+    let items: Vec<u64> = (0..300)
+        .flat_map(|_| {
+            let at = rng.below(1900);
+            [at, at + 1, at + 2, at + 3]
+        })
+        .collect();
+    let lru = walk(Policy::Lru, &data, &items);
+    let group = walk(Policy::Group, &data, &items);
+    // Without the judgement every run would bring its periods ahead (300 batches);
+    // with it the file's groups are switched off after 64 wasted items and given
+    // another chance only after 1024 misses.
+    assert!(group.stride_batches > 0);
+    assert!(group.stride_batches < 100, "{group:?}");
+    // And the LRU inside memory still hits what lru's memory hits (the store's
+    // plain slots are replaced a segment at a time, so only memory is exact).
+    assert!(
+        group.bytes_from_memory >= lru.bytes_from_memory,
+        "lru {lru:?}\ngroup {group:?}"
+    );
+}
+
+#[test]
+fn successors_are_learned_across_callers() {
+    // Each of two callers reads the walk once: no caller saw a successor twice,
+    // together they did (j = 2 of k = 4), so the walk forms groups.
+    let src = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 233) as u8).collect();
+    let path = src.path().join("c.bin");
+    std::fs::write(&path, &data).unwrap();
+    let name = "c.bin";
+    let walk: Vec<u64> = vec![5, 40, 12, 33, 2, 27, 19, 8, 5];
+    for callers in [1u32, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(Policy::Group);
+        cfg.popularity.j = 2;
+        cfg.popularity.k = 4;
+        let cache = opened(dir.path(), &cfg);
+        let r = Reader::open(&cache, src.path(), name);
+        for pid in 1..=callers {
+            read_items(&r, &data, &walk, 10 + pid);
+        }
+        let groups = cache.state().graph.groups(8);
+        assert_eq!(
+            !groups.is_empty(),
+            callers == 2,
+            "{callers} caller(s): {groups:?}"
+        );
+        drop(r);
+        cache.save().unwrap();
+    }
+}
