@@ -8,6 +8,9 @@
 #   lib/patio/libpatio_reorg.so    the C ABI of reorganized files
 #   lib/patio/libpatio_prefetch.so the prefetch engine's C ABI
 #   lib/patio/libpatio_mpiio.so    the MPI-IO layer (`patio run --mpiio`)
+#   lib/patio/vol/libpatio_vol.so  the HDF5 VOL connector (`patio run --hdf5`)
+#   lib/patio/hdf5-VERSION/        the HDF5 with VOL support it is built for (scripts/hdf5.sh),
+#                                  which programs are built and run against
 #   include/patio/patio_layout.h, patio_reorg.h, patio_prefetch.h   their headers
 # The binary finds the interpreter, the tracer and the package relative to where it is
 # installed (crates/patio-cli/src/install.rs). Run on a fresh machine: it sets up first.
@@ -41,6 +44,11 @@ objcopy --strip-debug "$target_dir/release/libpatio_reorg.so" "$stage/data/lib/p
 objcopy --strip-debug "$target_dir/release/libpatio_prefetch.so" "$stage/data/lib/patio/libpatio_prefetch.so"
 install -m 0755 "$REPO/capture/libpatio_trace.so" "$stage/data/lib/patio/libpatio_trace.so"
 install -m 0755 "$REPO/mpiio/libpatio_mpiio.so" "$stage/data/lib/patio/libpatio_mpiio.so"
+install -d "$stage/data/lib/patio/vol"
+install -m 0755 "$REPO/vol/libpatio_vol.so" "$stage/data/lib/patio/vol/libpatio_vol.so"
+hdf5_dir="$(find "$VIRTUAL_ENV/lib/patio" -maxdepth 1 -name 'hdf5-*' -type d | sort | tail -n 1)"
+[[ -f "$hdf5_dir/.complete" ]] || { echo "wheel.sh: error: no complete HDF5 build in $VIRTUAL_ENV/lib/patio" >&2; exit 1; }
+cp -a "$hdf5_dir" "$stage/data/lib/patio/"
 install -m 0644 "$REPO/crates/patio-layout/include/patio_layout.h" \
     "$REPO/crates/patio-reorg/include/patio_reorg.h" \
     "$REPO/crates/patio-prefetch/include/patio_prefetch.h" "$stage/data/include/patio/"

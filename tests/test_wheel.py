@@ -2,8 +2,10 @@
 ``patio_io-*.whl``, ``pip install`` puts it into a fresh virtual environment outside the
 checkout, and from a directory that is not the checkout the installed ``patio`` analyzes
 a bundled Darshan log, traces a command with the tracer the wheel ships, serves a file
-through ``patio mount prefetch``, and ``import patio, patio.h5`` works — with nothing of
-the checkout (its ``.venv``, ``target/`` or ``python/``) on any search path.
+through ``patio mount prefetch``, ``import patio, patio.h5`` works, and a C program built
+against the HDF5 the wheel ships records its reads through the VOL connector under
+``patio run --hdf5`` — with nothing of the checkout (its ``.venv``, ``target/`` or
+``python/``) on any search path.
 """
 
 from __future__ import annotations
@@ -68,6 +70,10 @@ def test_wheel_holds_every_part(installed: Path) -> None:
         "/data/lib/patio/libpatio_reorg.so",
         "/data/lib/patio/libpatio_mpiio.so",
         "/data/lib/patio/libpatio_prefetch.so",
+        "/data/lib/patio/vol/libpatio_vol.so",
+        "/data/lib/patio/hdf5-2.2.0/lib/libhdf5.so",
+        "/data/lib/patio/hdf5-2.2.0/include/hdf5.h",
+        "/data/lib/patio/hdf5-2.2.0/.complete",
         "/data/include/patio/patio_layout.h",
         "/data/include/patio/patio_reorg.h",
         "/data/include/patio/patio_prefetch.h",
@@ -141,3 +147,44 @@ def test_installed_prefetch_mount(installed: Path, tmp_path: Path) -> None:
         mount.end("SIGINT")
     finally:
         mount.cleanup()
+
+
+# Run inside the installed environment: builds tests/c/vol_read.c against the HDF5 the
+# wheel ships, runs it natively and under the installed `patio run --hdf5`, and reports
+# whether the bytes agree and how many patterns the connector recorded.
+VOL_SCRIPT = """
+import json, os, subprocess, sys
+from pathlib import Path
+import h5py, numpy as np
+from patio.layout.kb import KnowledgeBase
+from patio.layout.vol import cc_command, vol_env
+env = vol_env()
+exe = Path("vol_read").resolve()
+subprocess.run(cc_command(Path(sys.argv[1]), exe), check=True)
+data = np.arange(6 * 10 * 8, dtype="f8").reshape(6, 10, 8)
+with h5py.File("run.h5", "w") as f:
+    f.create_dataset("d", data=data, chunks=(2, 5, 4))
+KnowledgeBase("run.h5").close()
+plain = {k: v for k, v in os.environ.items() if not k.startswith("HDF5_")}
+subprocess.run([str(exe), "run.h5", "/d", "native.bin"], env=plain, check=True)
+subprocess.run(["patio", "run", "--hdf5", "--", str(exe), "run.h5", "/d", "vol.bin"],
+               env=plain, check=True)
+with KnowledgeBase("run.h5") as kb:
+    kb.compact()
+    n = len(kb.patterns())
+print(json.dumps({"env": env, "prefix": sys.prefix, "patterns": n,
+                  "same": Path("native.bin").read_bytes() == Path("vol.bin").read_bytes()}))
+"""
+
+
+def test_installed_vol_connector_records_an_unmodified_program(
+    installed: Path, tmp_path: Path
+) -> None:
+    out = run(installed, "python", "-c", VOL_SCRIPT, str(REPO / "tests" / "c" / "vol_read.c"),
+              cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["env"]["HDF5_PLUGIN_PATH"].startswith(report["prefix"]), report
+    assert report["env"]["hdf5_version"] == "2.2.0", report
+    assert report["same"], report
+    assert report["patterns"] > 0, report
