@@ -37,6 +37,9 @@ pub mod stats;
 pub mod store;
 pub mod stride;
 pub mod table;
+#[cfg(any(test, feature = "test-support"))]
+#[doc(hidden)]
+pub mod test_support;
 #[cfg(test)]
 mod tests;
 

@@ -6,7 +6,8 @@
 use crate::core::{Cache, MAX_GROUPING_RATIO};
 use crate::stats::CacheStats;
 use crate::table::{self, Table};
-use crate::{open_cache, CacheConfig, OpenFile, Policy, Popularity};
+use crate::test_support::config;
+use crate::{open_cache, CacheConfig, OpenFile, Policy};
 use patio_prefetch::rng::Rng;
 use patio_prefetch::{DataFile, SlowStore, StoreConfig};
 use std::collections::HashSet;
@@ -14,23 +15,6 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-
-fn config(policy: Policy) -> CacheConfig {
-    CacheConfig {
-        policy,
-        memory: 64 << 10,
-        disk: 256 << 10,
-        segment: 32 << 10,
-        item: 4096,
-        popularity: Popularity {
-            j: 1,
-            k: 2,
-            max_nodes: 1 << 16,
-        },
-        idle: Duration::from_secs(3600),
-        build_after: 4,
-    }
-}
 
 /// A cache over the directory `dir`.
 fn opened(dir: &Path, cfg: &CacheConfig) -> Arc<Cache> {

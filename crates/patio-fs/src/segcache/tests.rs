@@ -5,7 +5,8 @@
 use super::*;
 use crate::passthrough::{DataChange, FileId, FileReader, Observer};
 use patio_cache::dir::SEGMENTS_FILE;
-use patio_cache::{table, CacheConfig, Popularity};
+use patio_cache::test_support::config;
+use patio_cache::{table, CacheConfig};
 use patio_prefetch::rng::Rng;
 use std::fs::OpenOptions;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -13,23 +14,6 @@ use std::time::Duration;
 
 #[path = "interleavings.rs"]
 mod interleavings;
-
-fn config(policy: Policy) -> CacheConfig {
-    CacheConfig {
-        policy,
-        memory: 64 << 10,
-        disk: 256 << 10,
-        segment: 32 << 10,
-        item: 4096,
-        popularity: Popularity {
-            j: 1,
-            k: 2,
-            max_nodes: 1 << 16,
-        },
-        idle: Duration::from_secs(3600),
-        build_after: 4,
-    }
-}
 
 fn id_of(f: &File) -> FileId {
     let m = f.metadata().unwrap();
