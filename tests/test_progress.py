@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import pty
+import random
 import re
 import select
 import struct
@@ -74,7 +75,7 @@ def test_convert_and_analyze_show_their_stages_only_on_a_terminal(tmp_path: Path
     code, _, seen = on_terminal("convert", str(trace), "-o", str(tmp_path / "a.ptrace"))
     assert code == 0
     assert f"reading {trace}".encode() in seen, seen[:400]
-    assert b"writing " in seen and b"50,000 requests in 1 streams" in seen, seen[:400]
+    assert b"/50000 requests, writing " + str(tmp_path / "a.ptrace").encode() in seen, seen[:400]
     code, out, seen = on_terminal("convert", str(trace), "-o", str(tmp_path / "b.ptrace"),
                                   "--json")
     assert code == 0 and seen == b"", seen
@@ -88,6 +89,29 @@ def test_convert_and_analyze_show_their_stages_only_on_a_terminal(tmp_path: Path
     code, out, seen = on_terminal("analyze", str(tmp_path / "a.ptrace"), "--json")
     assert code == 0 and seen == b"", seen
     json.loads(out)
+
+
+def test_convert_writes_under_a_bar_of_the_requests(tmp_path: Path) -> None:
+    """Writing is a bar too: the requests coded into a .ptrace (block by block: random
+    offsets make many blocks) or written to a .csv, never past the total, never back."""
+    rng = random.Random(5)
+    rows = ["module,file,rank,op,offset,length,start,end"]
+    rows += [f"POSIX,/d,{i % 2},read,{rng.randrange(1 << 40)},4096,{i * 1e-6},{i * 1e-6 + 1e-7}"
+             for i in range(150_000)]
+    trace = tmp_path / "r.csv"
+    trace.write_text("\n".join(rows) + "\n")
+    for src, out in ((trace, tmp_path / "r.ptrace"), (tmp_path / "r.ptrace", tmp_path / "r2.csv")):
+        code, _, seen = on_terminal("convert", str(src), "-o", str(out))
+        assert code == 0, seen[-400:]
+        shown = re.findall(rb"(\d+)/(\d+) requests, writing " + re.escape(str(out).encode()), seen)
+        assert shown, seen[-400:]
+        assert {int(total) for _, total in shown} == {150_000}, shown
+        done = [int(d) for d, _ in shown]
+        assert done == sorted(done) and done[-1] <= 150_000, done
+        piped = on_pipe("convert", str(src), "-o", str(tmp_path / ("p" + out.suffix)))
+        assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+        assert (tmp_path / ("p" + out.suffix)).read_bytes() == out.read_bytes()
+    assert len((tmp_path / "r2.csv").read_text().splitlines()) == len(rows)
 
 
 def test_container_compact_shows_its_stages_only_on_a_terminal(tmp_path: Path) -> None:

@@ -115,14 +115,9 @@ pub fn load_trace_shown(path: &Path, hidden: bool) -> Result<Trace> {
 
 pub fn convert(args: ConvertArgs) -> Result<()> {
     let trace = load_trace_shown(&args.input, args.json)?;
-    let bar = crate::report::spinner(args.json);
-    bar.set_message(format!(
-        "writing {} ({} requests in {} streams)",
-        args.output.display(),
-        crate::report::grouped(trace.requests() as u64),
-        crate::report::grouped(trace.streams.len() as u64)
-    ));
-    let written = write_trace(&trace, &args.output);
+    let bar = crate::report::progress(trace.requests() as u64, args.json);
+    bar.set_message(format!("requests, writing {}", args.output.display()));
+    let written = write_trace_shown(&trace, &args.output, &bar);
     bar.finish_and_clear();
     let written = written?;
     TraceWritten::new(&[&args.input], &trace, &args.output, written).report(args.json, "converted")
@@ -200,22 +195,43 @@ impl OutputFormat {
 /// Writes a trace in the format its extension names (.csv or .ptrace): through a
 /// temporary file beside it, fsynced and renamed into place.
 pub fn write_trace(trace: &Trace, output: &Path) -> Result<Written> {
+    write_trace_shown(trace, output, &ProgressBar::hidden())
+}
+
+/// [`write_trace`] counting on `bar` the requests coded (a `.ptrace`, which may code
+/// fewer than all: repeated streams are stored once) or written (a `.csv`).
+fn write_trace_shown(trace: &Trace, output: &Path, bar: &ProgressBar) -> Result<Written> {
     let format = match output.extension().and_then(|e| e.to_str()) {
         Some("csv") => OutputFormat::Csv,
         Some("ptrace") => OutputFormat::Ptrace,
         _ => bail!("{}: output must end in .csv or .ptrace", output.display()),
     };
-    write_trace_as(trace, output, format)
+    write_trace_counted(trace, output, format, bar)
 }
 
 pub fn write_trace_as(trace: &Trace, output: &Path, format: OutputFormat) -> Result<Written> {
+    write_trace_counted(trace, output, format, &ProgressBar::hidden())
+}
+
+fn write_trace_counted(
+    trace: &Trace,
+    output: &Path,
+    format: OutputFormat,
+    bar: &ProgressBar,
+) -> Result<Written> {
     let bytes = match format {
         OutputFormat::Csv => {
             let mut buf = Vec::new();
-            trace.write_csv(&mut buf)?;
+            trace.write_csv_observed(&mut buf, &mut |rows| bar.set_position(rows))?;
             buf
         }
-        OutputFormat::Ptrace => patio_core::ptrace::encode(trace, &Detector::default())?,
+        OutputFormat::Ptrace => {
+            let mut coded = |done: u64, total: u64| {
+                bar.set_length(total);
+                bar.set_position(done);
+            };
+            patio_core::ptrace::encode_observed(trace, &Detector::default(), &mut coded)?
+        }
     };
     // Crash-safe: a reader (or a kill) sees the old file or the whole new one.
     patio_core::persist::write_file(output, &bytes)

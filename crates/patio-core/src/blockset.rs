@@ -120,7 +120,19 @@ const BLOCK_SLACK: usize = 10;
 
 /// Encodes the `(offsets, lengths)` of every stream, in order.
 pub fn encode(streams: &[(&[u64], &[u64])], detector: &Detector, opts: &Options) -> Vec<u8> {
-    let set = encode_with(streams, detector, opts);
+    encode_observed(streams, detector, opts, &mut |_, _| {})
+}
+
+/// [`encode`], calling `progress(done, total)` as blocks are coded: the requests coded
+/// so far of the `total` this pass codes (fewer than all when copies are stored once; a
+/// second pass without copies, when it is tried, starts again from 0 of all).
+pub fn encode_observed(
+    streams: &[(&[u64], &[u64])],
+    detector: &Detector,
+    opts: &Options,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Vec<u8> {
+    let set = encode_with(streams, detector, opts, progress);
     // Copies stored once cost their source column; where the copies and their
     // originals share a block, its entropy coder may repeat them for less: the
     // smaller of the two.
@@ -132,6 +144,7 @@ pub fn encode(streams: &[(&[u64], &[u64])], detector: &Detector, opts: &Options)
                 dedup: false,
                 ..*opts
             },
+            progress,
         );
         if plain.bytes.len() < set.bytes.len() {
             return plain.bytes;
@@ -146,7 +159,12 @@ struct Encoded {
     copies: bool,
 }
 
-fn encode_with(streams: &[(&[u64], &[u64])], detector: &Detector, opts: &Options) -> Encoded {
+fn encode_with(
+    streams: &[(&[u64], &[u64])],
+    detector: &Detector,
+    opts: &Options,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Encoded {
     let mut first_copy: HashMap<(&[u64], &[u64]), usize> = HashMap::new();
     let mut source = Vec::with_capacity(streams.len());
     let mut stored: Vec<usize> = Vec::new();
@@ -176,6 +194,7 @@ fn encode_with(streams: &[(&[u64], &[u64])], detector: &Detector, opts: &Options
             .collect()
     };
     let total: usize = counts.iter().map(|&n| n as usize).sum();
+    progress(0, total as u64);
 
     // Small sets are one block: the index and the block coded together, no table.
     if total <= MAX_BLOCK_REQUESTS {
@@ -192,6 +211,7 @@ fn encode_with(streams: &[(&[u64], &[u64])], detector: &Detector, opts: &Options
             _ => block_forms(&views(&whole), detector, opts, false),
         };
         if let Some(bytes) = setindex::write_one_block(&columns, &forms, detector, opts.effort) {
+            progress(total as u64, total as u64);
             return Encoded {
                 bytes,
                 copies: stored.len() < streams.len(),
@@ -228,6 +248,7 @@ fn encode_with(streams: &[(&[u64], &[u64])], detector: &Detector, opts: &Options
     let ranges = blocks
         .iter()
         .any(|b| b.first().is_some_and(|p| p.start > 0));
+    let mut done = 0u64;
     let written: Vec<Written> = blocks
         .iter()
         .map(|pieces| {
@@ -242,6 +263,8 @@ fn encode_with(streams: &[(&[u64], &[u64])], detector: &Detector, opts: &Options
                 .flat_map(|v| v.0.iter().zip(v.1).map(|(&o, &l)| last_byte(o, l)))
                 .max()
                 .unwrap_or(0);
+            done += pieces.iter().map(|p| (p.end - p.start) as u64).sum::<u64>();
+            progress(done, total as u64);
             Written { packed, lo, hi }
         })
         .collect();

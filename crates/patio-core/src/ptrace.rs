@@ -19,6 +19,16 @@ pub const INDEXED_VERSION: u16 = 2;
 /// Encodes `trace` as an indexed native trace. Fails on a time that is not finite
 /// or lies beyond ±2^63 ns of the time base.
 pub fn encode(trace: &Trace, detector: &Detector) -> Result<Vec<u8>> {
+    encode_observed(trace, detector, &mut |_, _| {})
+}
+
+/// [`encode`], calling `progress(done, total)` as the requests' offsets and lengths are
+/// coded (see [`blockset::encode_observed`]), the bulk of the work.
+pub fn encode_observed(
+    trace: &Trace,
+    detector: &Detector,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Vec<u8>> {
     let mut keys = Vec::new();
     put_uvarint(&mut keys, trace.streams.len() as u64);
     for s in &trace.streams {
@@ -29,7 +39,7 @@ pub fn encode(trace: &Trace, detector: &Detector) -> Result<Vec<u8>> {
         .iter()
         .map(|s| (s.offsets.as_slice(), s.lengths.as_slice()))
         .collect();
-    let set = blockset::encode(&columns, detector, &Options::default());
+    let set = blockset::encode_observed(&columns, detector, &Options::default(), progress);
     let mut times = Vec::new();
     let mut enc = SeqEncoder::byte_aligned();
     for s in &trace.streams {

@@ -275,9 +275,16 @@ impl Trace {
     }
 
     pub fn write_csv(&self, out: impl Write) -> Result<()> {
+        self.write_csv_observed(out, &mut |_| {})
+    }
+
+    /// [`Trace::write_csv`], calling `progress(rows)` with the requests written so far
+    /// every 65,536 requests and at the end.
+    pub fn write_csv_observed(&self, out: impl Write, progress: &mut dyn FnMut(u64)) -> Result<()> {
         let mut w = csv::Writer::from_writer(out);
         let err = |e: csv::Error| CoreError::Invalid(format!("writing CSV: {e}"));
         w.write_record(CSV_HEADER.split(',')).map_err(err)?;
+        let mut rows = 0u64;
         for s in &self.streams {
             for i in 0..s.len() {
                 w.write_record([
@@ -291,10 +298,16 @@ impl Trace {
                     format!("{:?}", s.ends[i]),
                 ])
                 .map_err(err)?;
+                rows += 1;
+                if rows.is_multiple_of(1 << 16) {
+                    progress(rows);
+                }
             }
         }
         w.flush()
-            .map_err(|e| CoreError::Invalid(format!("writing CSV: {e}")))
+            .map_err(|e| CoreError::Invalid(format!("writing CSV: {e}")))?;
+        progress(rows);
+        Ok(())
     }
 
     // ---- native ----------------------------------------------------------------
