@@ -1,5 +1,5 @@
 """``patio bench amr``: AMR box layouts on the thesis' three datasets, under the striped
-storage model (design §B.6, §B.7, §E).
+storage model (results: docs/BENCHMARKS.md).
 
 For each dataset (:mod:`patio.amr.synth`; box bytes at the thesis' scale, geometry only,
 no file is written) and each layout (original, Morton, Hilbert, cluster - every level

@@ -1,6 +1,6 @@
 """``patio bench reorg``: reading an IOR-like and an mpi-tile-io-like file with real MPI
 processes, over the striped storage model and on the real disk, from the original file
-and from its reorganized container (REORGANIZATION.md §C.3-C.4, §E).
+and from its reorganized container (results: docs/BENCHMARKS.md).
 
 For each case, store preset and run kind (``in-sample``: the plan comes from the
 measured run's own trace; ``held-out``: from another run, :func:`patio.reorg.cases.
