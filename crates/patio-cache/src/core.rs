@@ -45,6 +45,7 @@ pub use crate::config::{CacheConfig, Policy};
 use crate::graph::{Item, SuccessorGraph};
 use crate::memtier::MemTier;
 use crate::pay::Pay;
+use crate::recency::Recency;
 use crate::stats::CacheStats;
 use crate::store::{SegmentFile, SlotAllocator};
 use crate::stride::Strides;
@@ -62,6 +63,9 @@ use std::time::Instant;
 const MAX_STREAMS: usize = 4096;
 /// Share of the memory budget items brought ahead of demand may hold (`group`).
 const AHEAD_SHARE: u64 = 2;
+/// Share of the store group segments may hold beyond what readers asked for most
+/// recently (`group`): at most 1/`GROUP_SHARE` of its items.
+const GROUP_SHARE: usize = 2;
 /// Grouping I/O stays within this many times the bytes delivered to readers.
 pub const MAX_GROUPING_RATIO: f64 = 1.5;
 
@@ -106,6 +110,12 @@ pub struct State {
     /// Bumped every time a slot is handed out: a write that finds its slot's number
     /// changed lost the slot meanwhile and records nothing.
     pub(crate) slot_uses: HashMap<u32, u64>,
+    /// When readers last asked for each item (`group`: what the store protects).
+    pub recency: Recency,
+    /// Items the store holds, and per segment.
+    pages: usize,
+    per: usize,
+    policy: Policy,
 }
 
 /// The source file at `rel` as it is now (its version by the core's one rule,
@@ -164,7 +174,73 @@ impl State {
             plain_slots: HashSet::new(),
             open_plain: None,
             slot_uses: HashMap::new(),
+            recency: Recency::default(),
+            pages: (cfg.disk / cfg.item) as usize,
+            per: (cfg.segment / cfg.item) as usize,
+            policy: cfg.policy,
         }
+    }
+
+    /// Items of the store readers asked for most recently that no group may
+    /// displace: the store's items less the share groups may hold.
+    pub fn protected_items(&self) -> usize {
+        self.pages - self.pages / GROUP_SHARE
+    }
+
+    /// A reader asked for `item` (a hit or a fill): under `lru` its slot, under
+    /// `group` the item itself becomes the most recently used.
+    pub(crate) fn demanded(&mut self, item: Item) {
+        match self.policy {
+            Policy::Lru => {
+                if let Some(&(slot, _)) = self.disk.get(&item) {
+                    self.alloc.touch(slot);
+                }
+            }
+            Policy::Group => self.recency.touch(item, self.pages),
+            Policy::None => {}
+        }
+    }
+
+    /// Whether a group's segment would find a slot now.
+    pub(crate) fn segment_room(&self) -> bool {
+        self.policy != Policy::Group || self.alloc.has_free() || self.victim(false).is_some()
+    }
+
+    /// The valid entries of `slot`.
+    pub(crate) fn entries_of(&self, slot: u32) -> Vec<Entry> {
+        self.slot_items
+            .get(&slot)
+            .into_iter()
+            .flatten()
+            .filter_map(|i| {
+                self.disk
+                    .get(i)
+                    .filter(|(s, _)| *s == slot)
+                    .map(|(_, e)| *e)
+            })
+            .collect()
+    }
+
+    /// The slot `group` reuses when none is free: the least recently used one that
+    /// holds fewer hot items than a segment's worth (`plain`: they are moved into
+    /// it again, ahead of the new contents) or none (a group's segment, which never
+    /// displaces a hot item). Returns it and its hot entries; `None` when no slot
+    /// may take a segment.
+    fn victim(&self, plain: bool) -> Option<(u32, Vec<Entry>)> {
+        let t = self
+            .recency
+            .threshold(self.protected_items(), |i| self.disk.contains_key(i));
+        for slot in self.alloc.lru_order() {
+            let hot: Vec<Entry> = self
+                .entries_of(slot)
+                .into_iter()
+                .filter(|e| self.recency.hot(&e.item, t))
+                .collect();
+            if hot.is_empty() || (plain && hot.len() < self.per) {
+                return Some((slot, hot));
+            }
+        }
+        None
     }
 
     pub fn mem_bytes(&self) -> u64 {
@@ -309,10 +385,24 @@ impl State {
         (absent + group.len() as u64) * item
     }
 
-    /// A slot for new contents (the least recently used one when none is free, its
-    /// items dropped), claimed but empty until written, and its use number.
-    pub(crate) fn claim_slot(&mut self, plain: bool) -> (u32, u64) {
-        let (slot, evicted) = self.alloc.alloc();
+    /// A slot for new contents, claimed but empty until written, its use number and
+    /// the hot entries it held, which the caller writes into it again first. When
+    /// none is free: under `lru` the least recently used slot, under `group` the
+    /// one [`State::victim`] picks (`None`: no slot may take a group's segment now).
+    /// The slot's old items are dropped.
+    pub(crate) fn claim_slot(&mut self, plain: bool) -> Option<(u32, u64, Vec<Entry>)> {
+        let (slot, evicted, rescue) = if self.policy == Policy::Group && !self.alloc.has_free() {
+            let (slot, hot) = match self.victim(plain) {
+                Some(v) => v,
+                None if plain => (self.alloc.lru_order().next()?, Vec::new()),
+                None => return None,
+            };
+            self.alloc.touch(slot);
+            (slot, Some(slot), hot)
+        } else {
+            let (slot, evicted) = self.alloc.alloc();
+            (slot, evicted, Vec::new())
+        };
         if let Some(old) = evicted {
             self.stats.evicted_segments += 1;
             for i in self.slot_items.remove(&old).unwrap_or_default() {
@@ -333,7 +423,7 @@ impl State {
         self.slot_items.insert(slot, Vec::new());
         let uses = self.slot_uses.entry(slot).or_insert(0);
         *uses += 1;
-        (slot, *uses)
+        Some((slot, *uses, rescue))
     }
 
     /// Records `entries` (with the epochs their data was read under) as held by
@@ -448,6 +538,12 @@ impl Cache {
         self.store.as_ref().map(SegmentFile::direct)
     }
 
+    /// Items of the store readers asked for most recently that no group may displace
+    /// ([`State::protected_items`]).
+    pub fn protected_items(&self) -> usize {
+        lock(&self.state).protected_items()
+    }
+
     fn per_segment(&self) -> usize {
         (self.cfg.segment / self.cfg.item) as usize
     }
@@ -541,8 +637,11 @@ impl Cache {
                 }
             }
             self.delivered(tier, delivered);
+            let mut st = lock(&self.state);
+            for k in index..=upto {
+                st.demanded(Item { file, index: k });
+            }
             if self.cfg.policy == Policy::Group {
-                let mut st = lock(&self.state);
                 for k in index..=upto {
                     let it = Item { file, index: k };
                     let prev = st.prev.get(&pid).copied();
@@ -633,12 +732,7 @@ impl Cache {
             // pay, a plain slot's item alone.
             let grouped = !st.plain_slots.contains(&slot) && st.files[item.file as usize].pay.on();
             let entries: Vec<Entry> = if grouped {
-                st.slot_items
-                    .get(&slot)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|i| st.disk.get(i).filter(|(s, _)| *s == slot).map(|(_, e)| *e))
-                    .collect()
+                st.entries_of(slot)
             } else {
                 vec![entry]
             };
@@ -656,7 +750,10 @@ impl Cache {
             }
             if let Some(&g) = st.plan.get(&item) {
                 let group = &st.groups[g];
-                if st.groups_pay(group) && st.grouping_affords(st.fill_cost(group, self.cfg.item)) {
+                if st.groups_pay(group)
+                    && st.grouping_affords(st.fill_cost(group, self.cfg.item))
+                    && st.segment_room()
+                {
                     return Plan::Group(group.clone());
                 }
             }
@@ -732,7 +829,7 @@ impl Cache {
         };
         if self.cfg.policy == Policy::Lru && !disabled {
             for one in with_items() {
-                if let Err(e) = self.write_slot(&[one], false) {
+                if let Err(e) = self.write_slot(&[one], false).map(drop) {
                     self.fault("writing the segment store", &e);
                     break;
                 }

@@ -190,13 +190,13 @@ impl Cache {
         let fresh = |f: &FileState| f.rec.mtime_ns < racy && f.rec.ctime_ns < racy;
         let mut segments: Vec<SegmentRec> = st
             .slot_items
-            .iter()
-            .map(|(&slot, items)| SegmentRec {
+            .keys()
+            .map(|&slot| SegmentRec {
                 slot,
                 plain: st.plain_slots.contains(&slot),
-                entries: items
-                    .iter()
-                    .filter_map(|i| st.disk.get(i).filter(|(s, _)| *s == slot).map(|(_, e)| *e))
+                entries: st
+                    .entries_of(slot)
+                    .into_iter()
                     .filter(|e| fresh(&st.files[e.item.file as usize]))
                     .collect(),
             })
@@ -269,6 +269,9 @@ impl Cache {
                     }
                     if !st.grouping_affords(st.fill_cost(&g, self.cfg.item)) {
                         break; // grouping I/O at its cap
+                    }
+                    if !st.segment_room() {
+                        break; // every slot holds items readers asked for lately
                     }
                 }
                 if let Err(e) = self.fill_group(None, &g) {

@@ -150,7 +150,14 @@ impl Cache {
                 st.mem_put(*i, d.clone(), Some(*i) != wanted_item, *ep);
             }
         }
-        self.write_slot(&items, true)?;
+        if !self.write_slot(&items, true)? {
+            // No slot may take the segment: the item asked for is kept like a miss.
+            if let (Some((item, _, epoch)), Some(d)) = (&want, &wanted) {
+                if !d.is_empty() {
+                    self.append_plain(&[(*item, d.clone(), *epoch)])?;
+                }
+            }
+        }
         Ok(wanted)
     }
 
@@ -260,7 +267,9 @@ impl Cache {
     }
 
     /// Appends `items` (consecutive ones read from SOURCE under `lru`-like caching of
-    /// `group`) to the open plain slot, claiming a fresh one when it is full.
+    /// `group`) to the open plain slot, claiming a fresh one when it is full; the hot
+    /// items a reused slot held are written into it again first (their move is
+    /// local grouping I/O: slots are a segment wide, an LRU's are an item wide).
     pub(crate) fn append_plain(&self, items: &[(Item, Arc<Vec<u8>>, u64)]) -> io::Result<()> {
         let store = self.store.as_ref().expect("a store");
         let cap = store.slot_size();
@@ -268,15 +277,45 @@ impl Cache {
         while k < items.len() {
             let mut buf = Vec::new();
             let mut entries = Vec::new();
-            let (slot, uses, base) = {
+            let (slot, uses, base, moved) = {
                 let mut st = lock(&self.state);
                 let room = st.open_plain.map_or(0, |(_, at)| cap - at);
                 let first = items[k].1.len().div_ceil(4096) as u64 * 4096;
-                let (slot, at) = match st.open_plain {
-                    Some((slot, at)) if first <= room => (slot, at),
-                    _ => (st.claim_slot(true).0, 0),
+                let (slot, at, rescue) = match st.open_plain {
+                    Some((slot, at)) if first <= room => (slot, at, Vec::new()),
+                    _ => match st.claim_slot(true) {
+                        Some((slot, _, rescue)) => (slot, 0, rescue),
+                        None => return Ok(()),
+                    },
                 };
                 let uses = st.slot_uses[&slot];
+                let mut moved = 0u64;
+                for e in rescue {
+                    // Read before the slot is written again, under the lock: the
+                    // slot is claimed, nobody else reads or writes it meanwhile.
+                    let body = store.read_at(slot, e.offset as u64, e.len as usize)?;
+                    moved += body.len() as u64;
+                    st.stats.segment_reads += 1;
+                    st.stats.segment_read_bytes += body.len() as u64;
+                    if patio_core::codec::crc32c(&body) != e.crc {
+                        st.stats.checksum_misses += 1;
+                        continue;
+                    }
+                    let offset = buf.len() as u64;
+                    buf.extend_from_slice(&body);
+                    buf.resize(buf.len().div_ceil(4096) * 4096, 0);
+                    let epoch = st.files[e.item.file as usize].epoch;
+                    entries.push((
+                        Entry {
+                            offset: offset as u32,
+                            ..e
+                        },
+                        epoch,
+                    ));
+                }
+                // Read back, and written again.
+                moved += buf.len() as u64;
+                let before = k;
                 while k < items.len() {
                     let (i, d, ep) = &items[k];
                     let offset = buf.len() as u64;
@@ -294,10 +333,17 @@ impl Cache {
                     entries.push((e, *ep));
                     k += 1;
                 }
+                if k == before && at == 0 {
+                    // Nothing of `items` fits beside what had to stay: keep that.
+                    k = items.len();
+                }
                 st.open_plain = Some((slot, at + buf.len() as u64));
                 st.alloc.touch(slot);
-                (slot, uses, at)
+                (slot, uses, at, moved)
             };
+            if buf.is_empty() {
+                continue;
+            }
             if let Err(e) = store.write_at(slot, base, &buf) {
                 let mut st = lock(&self.state);
                 if st.open_plain.is_some_and(|(s, _)| s == slot) {
@@ -308,20 +354,25 @@ impl Cache {
             let mut st = lock(&self.state);
             st.stats.segment_writes += 1;
             st.stats.segment_write_bytes += buf.len() as u64;
+            st.stats.grouping_local_bytes += moved;
+            st.stats.grouping_io_bytes += moved;
             st.record(slot, uses, entries);
         }
         Ok(())
     }
 
-    /// Writes `items` into a fresh slot (evicting the least recently used one when
-    /// the store is full) and records them, unless their files changed meanwhile.
+    /// Writes `items` into a fresh slot (see [`State::claim_slot`]) and records
+    /// them, unless their files changed meanwhile. Whether a slot took them (a
+    /// group's segment finds none when every slot holds hot items).
+    ///
+    /// [`State::claim_slot`]: crate::core::State::claim_slot
     pub(crate) fn write_slot(
         &self,
         items: &[(Item, Arc<Vec<u8>>, u64)],
         grouping: bool,
-    ) -> io::Result<()> {
+    ) -> io::Result<bool> {
         if items.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let store = self.store.as_ref().expect("a store");
         let mut buf = Vec::new();
@@ -341,7 +392,10 @@ impl Cache {
             };
             entries.push((e, *ep));
         }
-        let (slot, uses) = lock(&self.state).claim_slot(self.cfg.policy != Policy::Group);
+        let claimed = lock(&self.state).claim_slot(self.cfg.policy != Policy::Group);
+        let Some((slot, uses, _)) = claimed else {
+            return Ok(false);
+        };
         let written = store.write(slot, &buf);
         let mut st = lock(&self.state);
         if let Err(e) = written {
@@ -358,6 +412,6 @@ impl Cache {
             st.stats.grouping_io_bytes += buf.len() as u64;
         }
         st.record(slot, uses, entries);
-        Ok(())
+        Ok(true)
     }
 }

@@ -14,6 +14,7 @@
 //! | [`memtier`] | the memory tier: the LRU of demand items beside the items groups bring ahead |
 //! | [`config`] | the policy and the budgets |
 //! | `pay` | whether a file's groups earn their place |
+//! | [`recency`] | when readers last asked for each stored item: what the store protects |
 //! | [`core`] | the tiers, the policies, invalidation, what groups may cost |
 //! | `fill` | the fill paths that touch the segment store |
 //! | [`files`] | the source files served: registration, checks before reads, changes |
@@ -33,6 +34,7 @@ mod fill;
 pub mod graph;
 pub mod memtier;
 mod pay;
+pub mod recency;
 pub mod stats;
 pub mod store;
 pub mod stride;

@@ -56,6 +56,16 @@ impl SlotAllocator {
         (slot, Some(slot))
     }
 
+    /// Whether a slot is free.
+    pub fn has_free(&self) -> bool {
+        !self.free.is_empty()
+    }
+
+    /// The used slots, least recently used first.
+    pub fn lru_order(&self) -> impl Iterator<Item = u32> + '_ {
+        self.order.values().copied()
+    }
+
     /// Marks `slot` (a used one, or a free one taken over from a saved table) as just
     /// used.
     pub fn touch(&mut self, slot: u32) {

@@ -1,0 +1,241 @@
+//! The policies alone against a reference LRU: the same trace of item reads goes
+//! through a cache opened with patio-cache's own interface (no front end) and through
+//! a plain LRU of items; every access the reference hits must be a hit of the cache.
+//!
+//! * `lru` against an LRU of the whole disk budget (its store holds every item it
+//!   cached, in item-sized slots, least recently used out first);
+//! * `group` against an LRU of the disk budget less the space groups may hold
+//!   ([`Cache::protected_items`], at least half of the store): the items readers
+//!   asked for most recently are never given up for a group's segment, so an LRU of
+//!   that size hits nothing `group` misses — whatever the groups do.
+//!
+//! Traces are random, strided, cyclic and tile-like (the rows of 2-D blocks of a
+//! row-major array), from one caller or from several interleaved.
+
+use patio_cache::{open_cache, Cache, CacheConfig, Policy, Popularity};
+use patio_prefetch::{DataFile, SlowStore, StoreConfig};
+use proptest::prelude::*;
+use std::collections::VecDeque;
+use std::fs::File;
+use std::sync::Arc;
+use std::time::Duration;
+
+const ITEM: u64 = 4096;
+/// Items of the source file.
+const FILE_ITEMS: u64 = 160;
+
+/// Budgets of a few segments: 16 items of memory, 64 of disk in segments of 8.
+fn config(policy: Policy) -> CacheConfig {
+    CacheConfig {
+        policy,
+        memory: 16 * ITEM,
+        disk: 64 * ITEM,
+        segment: 8 * ITEM,
+        item: ITEM,
+        popularity: Popularity {
+            j: 1,
+            k: 2,
+            max_nodes: 1 << 16,
+        },
+        idle: Duration::from_secs(3600),
+        build_after: 4,
+    }
+}
+
+/// A plain LRU of `cap` items: the reference.
+struct Lru {
+    cap: usize,
+    order: VecDeque<u64>,
+}
+
+impl Lru {
+    /// Whether `x` hit; `x` becomes the most recently used.
+    fn access(&mut self, x: u64) -> bool {
+        let hit = match self.order.iter().position(|&y| y == x) {
+            Some(p) => {
+                self.order.remove(p);
+                true
+            }
+            None => false,
+        };
+        self.order.push_back(x);
+        if self.order.len() > self.cap {
+            self.order.pop_front();
+        }
+        hit
+    }
+}
+
+/// One read of a trace: caller and item.
+type Read = (u32, u64);
+
+/// Runs `trace` through a fresh cache of `policy` (idle work between `idle_every`
+/// reads, if given) and through a reference LRU; fails on the first access the
+/// reference hits and the cache misses, or on wrong bytes. Returns (cache hits,
+/// reference hits, hits served by groups).
+fn against(
+    policy: Policy,
+    trace: &[Read],
+    idle_every: Option<usize>,
+) -> Result<(u64, u64, u64), String> {
+    let src = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = src.path().join("f.bin");
+    let data: Vec<u8> = (0..FILE_ITEMS * ITEM).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let cfg = config(policy);
+    let cache = Arc::new(open_cache(Some(dir.path()), &cfg).unwrap().0);
+    let file = File::open(&path).unwrap();
+    let store = SlowStore::new(StoreConfig::instant());
+    let reader = Arc::new(DataFile::open_named(&path, &path, store).unwrap());
+    let open = cache.open(
+        "f.bin",
+        &file.metadata().unwrap(),
+        file.try_clone().unwrap(),
+        reader,
+    );
+    let cap = match policy {
+        Policy::Group => cache.protected_items(),
+        _ => (cfg.disk / ITEM) as usize,
+    };
+    let mut lru = Lru {
+        cap,
+        order: VecDeque::new(),
+    };
+    let (mut hits, mut ref_hits) = (0u64, 0u64);
+    let mut buf = vec![0u8; ITEM as usize];
+    for (n, &(pid, x)) in trace.iter().enumerate() {
+        if idle_every.is_some_and(|k| n > 0 && n % k == 0) {
+            cache.idle_work();
+        }
+        let misses = cache.state().stats.misses;
+        let got = open.read_at(&file, x * ITEM, &mut buf, pid).unwrap();
+        let at = (x * ITEM) as usize;
+        if buf[..got] != data[at..at + ITEM as usize] {
+            return Err(format!("read {n} (item {x}): wrong bytes"));
+        }
+        let hit = cache.state().stats.misses == misses;
+        let ref_hit = lru.access(x);
+        if ref_hit && !hit {
+            return Err(format!(
+                "read {n} (caller {pid}, item {x}): the reference LRU of {cap} items hit, {policy:?} missed"
+            ));
+        }
+        hits += hit as u64;
+        ref_hits += ref_hit as u64;
+    }
+    let by_groups = cache.state().stats.group_hits;
+    drop(open);
+    Ok((hits, ref_hits, by_groups))
+}
+
+fn random() -> impl Strategy<Value = Vec<Read>> {
+    proptest::collection::vec((1u32..3, 0..FILE_ITEMS), 50..400)
+}
+
+/// Strided streams: start, stride, length, repeated.
+fn strided() -> impl Strategy<Value = Vec<Read>> {
+    proptest::collection::vec((0..FILE_ITEMS, 1u64..6, 8u64..40), 1..8).prop_map(|runs| {
+        runs.iter()
+            .cycle()
+            .take(runs.len() * 3)
+            .flat_map(|&(start, stride, len)| {
+                (0..len).map(move |k| (1, (start + k * stride) % FILE_ITEMS))
+            })
+            .collect()
+    })
+}
+
+/// A loop of `len` distinct items read `times` times, with random reads between.
+fn cyclic() -> impl Strategy<Value = Vec<Read>> {
+    (
+        20u64..90,
+        2usize..5,
+        proptest::collection::vec(0..FILE_ITEMS, 0..30),
+        any::<u64>(),
+    )
+        .prop_map(|(len, times, noise, seed)| {
+            let base = seed % (FILE_ITEMS - len);
+            let mut out = Vec::new();
+            for t in 0..times {
+                out.extend((0..len).map(|k| (1, base + k)));
+                out.extend(noise.iter().skip(t).step_by(times).map(|&x| (2, x)));
+            }
+            out
+        })
+}
+
+/// Tiles of a row-major array of 16 × 10 items: each tile read row by row, each
+/// caller its own tile, callers interleaved row by row, three passes.
+fn tiles() -> impl Strategy<Value = Vec<Read>> {
+    proptest::collection::vec((0u64..12, 0u64..6, 2u64..5, 2u64..5), 1..4).prop_map(|ts| {
+        let (w, _h) = (16u64, 10u64);
+        let mut out = Vec::new();
+        for _pass in 0..3 {
+            let rows = ts.iter().map(|t| t.3).max().unwrap_or(0);
+            for r in 0..rows {
+                for (c, &(x, y, tw, th)) in ts.iter().enumerate() {
+                    if r < th {
+                        out.extend((0..tw).map(|k| (c as u32 + 1, (y + r) * w + x + k)));
+                    }
+                }
+            }
+        }
+        out
+    })
+}
+
+fn check(trace: &[Read], idle_every: Option<usize>) -> Result<(), TestCaseError> {
+    for policy in [Policy::Lru, Policy::Group] {
+        against(policy, trace, idle_every).map_err(TestCaseError::fail)?;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_traces(trace in random(), idle in proptest::option::of(20usize..80)) {
+        check(&trace, idle)?;
+    }
+
+    #[test]
+    fn strided_traces(trace in strided(), idle in proptest::option::of(20usize..80)) {
+        check(&trace, idle)?;
+    }
+
+    #[test]
+    fn cyclic_traces(trace in cyclic(), idle in proptest::option::of(20usize..80)) {
+        check(&trace, idle)?;
+    }
+
+    #[test]
+    fn tile_traces(trace in tiles(), idle in proptest::option::of(20usize..80)) {
+        check(&trace, idle)?;
+    }
+}
+
+#[test]
+fn groups_still_serve_a_loop_larger_than_memory() {
+    // A loop of 40 items (memory holds 16) read four times with idle periods: the
+    // groups it forms serve hits, and every hit of the reference is kept.
+    let trace: Vec<Read> = (0..4)
+        .flat_map(|_| (0..40).map(|k| (1, 7 + 3 * k)))
+        .collect();
+    let (hits, ref_hits, by_groups) = against(Policy::Group, &trace, Some(40)).unwrap();
+    assert!(
+        by_groups > 0,
+        "no group hits ({hits} hits, reference {ref_hits})"
+    );
+    assert!(hits >= ref_hits);
+}
+
+#[test]
+fn the_protected_share_is_at_least_half_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(Policy::Group);
+    let cache: Cache = open_cache(Some(dir.path()), &cfg).unwrap().0;
+    assert!(cache.protected_items() as u64 >= cfg.disk / ITEM / 2);
+    assert!((cache.protected_items() as u64) < cfg.disk / ITEM);
+}
