@@ -77,6 +77,11 @@ def test_wheel_holds_every_part(installed: Path) -> None:
         "/data/include/patio/patio_layout.h",
         "/data/include/patio/patio_reorg.h",
         "/data/include/patio/patio_prefetch.h",
+        "/data/share/man/man1/patio.1",
+        "/data/share/man/man1/patio-mount-prefetch.1",
+        "/data/share/bash-completion/completions/patio",
+        "/data/share/zsh/site-functions/_patio",
+        "/data/share/fish/vendor_completions.d/patio.fish",
         "patio/__init__.py",
         "patio/h5.py",
     ):
@@ -85,6 +90,55 @@ def test_wheel_holds_every_part(installed: Path) -> None:
     # Nothing compiled in from the build tree: the checkout's path is not in the binary.
     binary = (installed / "patio").read_bytes()
     assert str(REPO).encode() not in binary
+
+
+def test_requires_python_is_the_version_tested(installed: Path, tmp_path: Path) -> None:
+    """The wheel claims the oldest Python these tests run on (the suite's interpreter,
+    which made the fresh environment): a claim below it is untested, above it false."""
+    wheel = next((installed.parents[1] / "dist").glob("patio_io-*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        lines = zf.read(meta).decode().splitlines()
+    claims = [ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("Requires-Python:")]
+    tested = "{}.{}".format(*sys.version_info[:2])
+    assert claims == [f">={tested}"], claims
+    out = run(installed, "python", "-c", "import sys; print(*sys.version_info[:2], sep='.')",
+              cwd=tmp_path)
+    assert out.stdout.strip() == tested, out
+
+
+def test_installed_man_pages_and_completions_are_the_binarys(
+    installed: Path, tmp_path: Path
+) -> None:
+    """The shipped man pages and completion scripts are what the installed binary
+    generates from its CLI definition, and they work: ``man`` renders a page from the
+    environment's share/man, bash completes a subcommand from the installed script."""
+    share = installed.parent / "share"
+    fresh = tmp_path / "man1"
+    assert run(installed, "patio", "man", "-o", str(fresh), cwd=tmp_path).returncode == 0
+    shipped = sorted(p.name for p in (share / "man" / "man1").glob("patio*.1"))
+    assert shipped == sorted(p.name for p in fresh.glob("*.1")), shipped
+    for name in shipped:
+        assert (share / "man" / "man1" / name).read_bytes() == (fresh / name).read_bytes(), name
+    for shell, path in (
+        ("bash", "bash-completion/completions/patio"),
+        ("zsh", "zsh/site-functions/_patio"),
+        ("fish", "fish/vendor_completions.d/patio.fish"),
+    ):
+        out = run(installed, "patio", "completions", shell, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert (share / path).read_text() == out.stdout, path
+    page = run(installed, "man", "-P", "cat", "-M", str(share / "man"), "patio-mount-prefetch",
+               cwd=tmp_path)
+    assert page.returncode == 0, page.stderr
+    assert "--policy" in page.stdout, page.stdout[:400]
+    complete = (
+        f"source {share / 'bash-completion/completions/patio'}; COMP_WORDS=(patio mount pre); "
+        'COMP_CWORD=2; COMP_LINE="patio mount pre"; COMP_POINT=${#COMP_LINE}; '
+        '_patio patio pre mount; echo "${COMPREPLY[@]}"'
+    )
+    done = run(installed, "bash", "-c", complete, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.split() == ["prefetch"], (done.stdout, done.stderr)
 
 
 def test_installed_python_package(installed: Path, tmp_path: Path) -> None:
