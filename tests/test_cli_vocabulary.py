@@ -84,6 +84,17 @@ def options(helps: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
     }
 
 
+#: The commands that report nothing of their own, so take no ``--json``: what they write is
+#: their output (a script, man pages, a CSV), or they run another program.
+NOT_REPORTING = {"completions", "man", "container map", "run"}
+
+
+def test_every_command_that_reports_takes_json(options: dict[str, set[str]]) -> None:
+    assert NOT_REPORTING <= options.keys(), sorted(options)
+    without = sorted(cmd for cmd, opts in options.items() if "--json" not in opts)
+    assert without == sorted(NOT_REPORTING), without
+
+
 #: A document named in a help text (``docs/CLI.md``, ``NOTES.md``), or a section sign.
 DOCUMENT = re.compile(r"[\w./-]*\.md\b|§")
 

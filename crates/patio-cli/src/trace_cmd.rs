@@ -8,7 +8,7 @@
 //!   then also leave MPIIO records (one per file extent of each MPI-IO call).
 //! * `patio trace merge DIR -o TRACE` — one `.ptrace` or `.csv` from all captures.
 //! * `patio trace convert TRACE --to csv|ptrace [-o OUT]`.
-//! * `patio trace recover TRACE` — the trace a killed `patio mount trace -o TRACE`
+//! * `patio trace recover TRACE [--json]` — the trace a killed `patio mount trace -o TRACE`
 //!   did not write, from the journal it appended to (`patio_fs::tracing::journal`).
 
 use crate::load::{load_trace, write_trace, write_trace_as, OutputFormat, TraceWritten};
@@ -65,6 +65,9 @@ struct RecoverArgs {
     /// The trace the killed mount was to write (its --output); the journal beside it,
     /// `.<name>.journal`, is turned into it and removed.
     trace: PathBuf,
+    /// Report what was recovered as JSON (journal, output, requests, streams, damage).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -97,7 +100,7 @@ struct ConvertArgs {
 pub fn run(args: Args) -> Result<()> {
     match args.action {
         Some(Action::Merge(m)) => merge(&m.dir, &m.output, m.json),
-        Some(Action::Recover(r)) => recover(&r.trace),
+        Some(Action::Recover(r)) => recover(&r.trace, r.json),
         Some(Action::Convert(c)) => {
             let output = c
                 .output
@@ -272,19 +275,40 @@ fn merge(dir: &Path, output: &Path, json: bool) -> Result<()> {
     TraceWritten::new(&inputs, &trace, output, written).report(json, "merged")
 }
 
-fn recover(trace: &Path) -> Result<()> {
+/// What `patio trace recover --json` prints.
+#[derive(serde::Serialize)]
+struct Recovered {
+    journal: String,
+    output: String,
+    requests: usize,
+    streams: usize,
+    /// What was dropped (a torn or damaged last frame), or null.
+    damage: Option<String>,
+}
+
+fn recover(trace: &Path, json: bool) -> Result<()> {
     let r = patio_fs::tracing::journal::recover(trace)?;
     if let Some(damage) = &r.damage {
         eprintln!("patio: {}: {damage}", r.journal.display());
     }
-    println!(
-        "recovered {} requests in {} streams from {} -> {}",
+    if json {
+        let report = Recovered {
+            journal: r.journal.display().to_string(),
+            output: trace.display().to_string(),
+            requests: r.requests,
+            streams: r.streams,
+            damage: r.damage,
+        };
+        let text = serde_json::to_string_pretty(&report)?;
+        return crate::report::write_stdout(&format!("{text}\n"));
+    }
+    crate::report::write_stdout(&format!(
+        "recovered {} requests in {} streams from {} -> {}\n",
         r.requests,
         r.streams,
         r.journal.display(),
         trace.display()
-    );
-    Ok(())
+    ))
 }
 
 #[cfg(test)]
