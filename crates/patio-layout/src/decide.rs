@@ -28,6 +28,9 @@ use crate::selection::{Axis, Grid, Selection};
 use patio_storage::Striping;
 use std::collections::HashMap;
 
+mod pages;
+use pages::lost_pages;
+
 /// What a replica holds, in terms of the original array.
 #[derive(Clone, Debug)]
 pub enum Holds {
@@ -100,6 +103,10 @@ pub struct Decider {
     /// Per replica: every chunk allocated and unfiltered, so a read of `b` bytes from
     /// it touches at least `b / page` pages ([`Decider::floor`]).
     plain: Vec<bool>,
+    /// The original's chunks all allocated and unfiltered, on a model whose stripes are
+    /// whole pages: a non-empty read of it touches a page, and each file page it loses
+    /// is one page of one target ([`Decider::cannot_win`]).
+    counted: bool,
 }
 
 /// A concatenated product replica's index set along one axis, prepared for the
@@ -156,10 +163,9 @@ impl Decider {
                 )));
             }
         }
-        let plain = replicas
-            .iter()
-            .map(|r| r.layout.stored.is_none() && r.layout.addresses.iter().all(Option::is_some))
-            .collect();
+        let allocated = |l: &Layout| l.stored.is_none() && l.addresses.iter().all(Option::is_some);
+        let plain = replicas.iter().map(|r| allocated(&r.layout)).collect();
+        let counted = allocated(&original) && model.stripe_size.is_multiple_of(model.page_size);
         let sets = replicas
             .iter()
             .map(|r| match &r.holds {
@@ -182,6 +188,7 @@ impl Decider {
             memo: HashMap::new(),
             sets,
             plain,
+            counted,
         })
     }
 
@@ -306,7 +313,7 @@ impl Decider {
         };
         let floor: f64 = parts
             .iter()
-            .filter_map(|(src, sel)| src.map(|i| self.floor(i, sel)))
+            .filter_map(|(src, sel)| src.map(|i| self.floor(i, sel.nelements())))
             .sum();
         if b.beaten(floor) {
             return Ok(None);
@@ -336,13 +343,12 @@ impl Decider {
         }))
     }
 
-    /// A floor under eq 3.1 for reading `sel` from replica `i`, without flattening it:
-    /// on a replica whose chunks are all allocated and unfiltered, `b` distinct bytes
-    /// lie on at least `ceil(b / page)` pages, the busiest of the targets holds at
-    /// least its share of them and one run, and every read pays its latency. Zero
-    /// otherwise (unallocated chunks cost nothing, filtered ones may be smaller).
-    fn floor(&self, i: usize, sel: &Selection) -> f64 {
-        let n = sel.nelements();
+    /// A floor under eq 3.1 for reading `n` elements from replica `i`, without
+    /// flattening them: on a replica whose chunks are all allocated and unfiltered, `b`
+    /// distinct bytes lie on at least `ceil(b / page)` pages, the busiest of the targets
+    /// holds at least its share of them and one run, and every read pays its latency.
+    /// Zero otherwise (unallocated chunks cost nothing, filtered ones may be smaller).
+    fn floor(&self, i: usize, n: u64) -> f64 {
         if !self.plain[i] || n == 0 {
             return 0.0;
         }
@@ -352,29 +358,50 @@ impl Decider {
         busiest as f64 * self.consts.t_pg + self.consts.t_chk + self.consts.t_lat
     }
 
-    /// True when a product request restricted along axis `k` to `r` (its indices there
-    /// less `removed`), touches exactly the pages (and filtered chunks) of the original it touched
-    /// before: every removed block has a kept index on each side, in the same chunk
-    /// along `k`, whose elements leave a gap shorter than a page around it. Every page
-    /// a removed element lies on then holds a byte of a kept one with the same other
-    /// coordinates, so the rest costs the original's price — in `O(blocks of axis k)` —
-    /// and a candidate reading it (plus replica parts) is never strictly cheaper than
-    /// the original: pruned before any part of it is built.
-    fn same_pages(&self, k: usize, removed: &IndexSet, r: &IndexSet) -> bool {
-        let l = &self.original;
-        let (c, item) = (l.chunk[k], l.itemsize);
-        let stride = l.chunk[k + 1..].iter().product::<u64>() * item;
+    /// True when a candidate that reads replica parts with floor `floor`
+    /// ([`Decider::floor`]) and, from the original, the product request `axes` with its
+    /// set along `k` reduced to `kept` (`removed` taken out) provably costs at least the
+    /// cheapest candidate so far — decided in `O(blocks of axis k)` plus, for a removed
+    /// block at the request's edge, its groups ([`lost_pages`]), before any part is built.
+    ///
+    /// The rest `R` touches a subset of the request `Q`'s pages. When it loses none, it
+    /// costs the original's price and the candidate never beats the original (ties go to
+    /// the original). When it loses at most `n` (on the original counted exactly: every
+    /// chunk allocated and unfiltered, stripes of whole pages), each lost page lowers
+    /// one target's page count by one and its run count by at most one, so under eq 3.1
+    /// `T(R) >= T(Q) - n (t_pg + t_chk)` (the latency stays: `R` touches a page), and
+    /// the candidate costs at least `floor + T(Q) - n (t_pg + t_chk)`.
+    fn cannot_win(
+        &self,
+        k: usize,
+        axes: &[Axis],
+        removed: &IndexSet,
+        kept: &IndexSet,
+        floor: f64,
+        b: Bound,
+    ) -> bool {
+        let per = self.consts.t_pg + self.consts.t_chk;
+        // The most pages the rest may lose with the candidate still provably beaten.
+        let room = floor + b.original - b.best * (1.0 + 1e-9);
+        let limit = if self.counted && room > 0.0 {
+            (room / per) as u64
+        } else {
+            0
+        };
         let page = self.model.page_size;
-        // Kept indices farther than this from a removed block leave a page-wide gap.
-        let within = (page + item) / stride.max(1) + 1;
-        removed.each_block(|s, n| {
-            let (Some(lo), Some(hi)) = (r.nearest_below(s, within), r.nearest_from(s + n, within))
-            else {
-                return false;
-            };
-            let gap = (hi - lo).saturating_mul(stride).saturating_sub(item);
-            lo / c == hi / c && gap < page
-        })
+        match lost_pages(&self.original, page, axes, k, (removed, kept), limit) {
+            Some(0) => true,
+            Some(n) => b.beaten(floor + b.original - n as f64 * per),
+            None => false,
+        }
+    }
+
+    /// The elements of a product request `axes` whose set along `k` holds `n` indices.
+    fn elements_with(axes: &[Axis], k: usize, n: u64) -> u64 {
+        axes.iter()
+            .enumerate()
+            .filter(|&(j, _)| j != k)
+            .fold(n, |acc, (_, a)| acc.saturating_mul(a.len()))
     }
 
     /// The cheapest candidate and its modelled saving over the original, remembered
@@ -436,8 +463,11 @@ impl Decider {
             return Ok(None);
         }
         let rest = req[k].subtract(&held_sets[k].set);
-        if bound.is_some() && self.same_pages(k, &held, &rest) {
-            return Ok(None);
+        if let Some(b) = bound {
+            let floor = self.floor(i, Self::elements_with(axes, k, held.len()));
+            if self.cannot_win(k, axes, &held, &rest, floor, b) {
+                return Ok(None);
+            }
         }
         let (held, rest) = (held.to_axis(), rest.to_axis());
         let g = Grid {
@@ -536,14 +566,21 @@ impl Decider {
             if usable.len() < 2 {
                 continue;
             }
-            if bound.is_some() {
+            if let Some(b) = bound {
                 // The rest of any combination keeps at least what no usable replica
-                // holds; when that alone leaves the request's pages, every combination
-                // along k costs the original's price or more.
+                // holds, so it loses no more pages than that alone; and it reads at
+                // least two usable replicas, each at least one index along k.
                 let none = usable.iter().fold(req[k].clone(), |left, u| {
                     left.subtract(&self.sets[u.0][k].set)
                 });
-                if !none.is_empty() && self.same_pages(k, &req[k].subtract(&none), &none) {
+                let one = Self::elements_with(axes, k, 1);
+                let least = usable
+                    .iter()
+                    .map(|u| self.floor(u.0, one))
+                    .fold(f64::INFINITY, f64::min);
+                if !none.is_empty()
+                    && self.cannot_win(k, axes, &req[k].subtract(&none), &none, 2.0 * least, b)
+                {
                     continue;
                 }
             }
@@ -566,12 +603,21 @@ impl Decider {
                 missing = missing.subtract(&gain);
                 chosen.push((i, sets, perm, gain.to_axis()));
             }
-            if chosen.len() < 2
-                || (bound.is_some()
-                    && !missing.is_empty()
-                    && self.same_pages(k, &req[k].subtract(&missing), &missing))
-            {
+            let bound = bound.map(|b| Bound {
+                best: best.as_ref().map_or(b.best, |c| c.seconds.min(b.best)),
+                ..b
+            });
+            if chosen.len() < 2 {
                 continue;
+            }
+            if let Some(b) = bound.filter(|_| !missing.is_empty()) {
+                let floor: f64 = chosen
+                    .iter()
+                    .map(|c| self.floor(c.0, Self::elements_with(axes, k, c.3.len())))
+                    .sum();
+                if self.cannot_win(k, axes, &req[k].subtract(&missing), &missing, floor, b) {
+                    continue;
+                }
             }
             let missing = missing.to_axis();
             let mut parts = Vec::new();
@@ -596,10 +642,6 @@ impl Decider {
                 axis: k,
                 rest,
             };
-            let bound = bound.map(|b| Bound {
-                best: best.as_ref().map_or(b.best, |c| c.seconds.min(b.best)),
-                ..b
-            });
             if let Some(c) = self.bounded(plan, parts, held, bound)? {
                 if best.as_ref().is_none_or(|b| c.seconds < b.seconds) {
                     best = Some(c);

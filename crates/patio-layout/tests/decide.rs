@@ -409,3 +409,74 @@ fn split_combined_and_point_plans_win_where_they_should() {
         }
     );
 }
+
+/// A trajectory `(8 frames, 64 atoms, 3)` of 4-byte items, one frame per chunk, frames
+/// not page aligned, on 64-byte pages over two targets, with concatenated replicas of
+/// two atom sets and of one coordinate (all frames): box requests whose edges along
+/// the atoms or the coordinates those replicas hold are pruned by the bound on the pages
+/// an edge removal loses.
+fn trajectory_case(a: &[u64], b: &[u64], coord: u64, t_chk: f64) -> Decider {
+    let (frames, atoms) = (8u64, 64u64);
+    let addr: Vec<i64> = (0..frames)
+        .map(|t| (100 + t * (atoms * 12 + 20)) as i64)
+        .collect();
+    let orig = Layout::chunked(&[frames, atoms, 3], 4, &[1, atoms, 3], &addr, None).unwrap();
+    let all = |n: u64| Axis {
+        blocks: vec![(0, n)],
+    };
+    let mut reps = Vec::new();
+    let sets = [
+        vec![all(frames), set(a), all(3)],
+        vec![all(frames), set(b), all(3)],
+        vec![all(frames), all(atoms), set(&[coord])],
+    ];
+    for (i, sets) in sets.into_iter().enumerate() {
+        let shape: Vec<u64> = sets.iter().map(Axis::len).collect();
+        reps.push(Replica {
+            layout: Layout::contiguous(&shape, 4, (i as u64 + 1) << 24).unwrap(),
+            holds: Holds::Product {
+                sets,
+                perm: vec![0, 1, 2],
+            },
+        });
+    }
+    let model = Striping {
+        targets: 2,
+        stripe_size: 128,
+        page_size: 64,
+        ..Striping::hdd()
+    };
+    let consts = Constants {
+        t_pg: 64.0 / 150e6,
+        t_chk,
+        t_lat: 1e-4,
+        t_dec: 0.0,
+    };
+    Decider::new(orig, reps, model, consts).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Box requests on the trajectory: the pruned choice is the cheapest candidate.
+    #[test]
+    fn pruning_edge_removals_keeps_the_cheapest_candidate(
+        a in prop::collection::btree_set(0..64u64, 1..30),
+        b in prop::collection::btree_set(0..64u64, 1..30),
+        coord in 0..3u64,
+        f0 in 0..8u64, nf in 1..8u64,
+        a0 in 0..64u64, na in 1..64u64,
+        c0 in 0..3u64, nc in 1..3u64,
+        t_chk in prop::sample::select(vec![1e-5, 1e-4, 4e-3]),
+    ) {
+        let (a, b): (Vec<u64>, Vec<u64>) = (a.into_iter().collect(), b.into_iter().collect());
+        let mut d = trajectory_case(&a, &b, coord, t_chk);
+        let lo = [f0, a0, c0];
+        let hi = [(f0 + nf).min(8), (a0 + na).min(64), (c0 + nc).min(3)];
+        let sel = Selection::grid(Grid::boxed(&lo, &hi).unwrap());
+        let cands = d.candidates(&sel).unwrap();
+        let cheapest = cands.iter().map(|x| x.seconds).fold(f64::INFINITY, f64::min);
+        let (best, _) = d.choose(&sel).unwrap();
+        prop_assert_eq!(best.seconds, cheapest);
+    }
+}

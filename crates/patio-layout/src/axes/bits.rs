@@ -108,6 +108,14 @@ impl IndexSet {
         }
     }
 
+    /// The number of indices in the set.
+    pub fn len(&self) -> u64 {
+        match self {
+            IndexSet::Blocks(a) => a.len(),
+            IndexSet::Bits { words, .. } => words.iter().map(|x| u64::from(x.count_ones())).sum(),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         match self {
             IndexSet::Blocks(a) => a.is_empty(),
@@ -305,6 +313,7 @@ mod tests {
             prop_assert_eq!(bx.intersect(&by).to_axis(), intersect(&x, &y));
             prop_assert_eq!(bx.subtract(&by).to_axis(), subtract(&x, &y));
             prop_assert_eq!(bx.is_empty(), a.is_empty());
+            prop_assert_eq!(bx.len(), a.len() as u64);
             let blocks = IndexSet::Blocks(x.clone());
             for at in [0u64, 1, 63, 64, 65, 150, 299, 300, 301, 399] {
                 for within in [1u64, 2, 7, 64, 130, 1000] {
@@ -330,6 +339,7 @@ mod tests {
                 prop_assert_eq!(p.subtract(q).to_axis(), subtract(&x, &y));
             }
             prop_assert_eq!(lx.is_empty(), a.is_empty());
+            prop_assert_eq!(lx.len(), a.len() as u64);
         }
     }
 
