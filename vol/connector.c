@@ -358,6 +358,7 @@ static herr_t initialize(hid_t vipl_id)
 
 static herr_t terminate(void)
 {
+    pv_serve_term();
     pv_record_term();
     return 0;
 }

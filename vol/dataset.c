@@ -1,7 +1,8 @@
 /* dataset.c - the connector's dataset callbacks: everything goes to the connector
- * beneath; every read (H5Dread and H5Dread_multi, each dataset of it) that record.c
- * may record (its file has a layout knowledge base) is timed and handed to it; the
- * others cost one check (pv_record_wanted).
+ * beneath, except the reads serve.c serves from layout replicas; a write or resize
+ * first makes the dataset's replicas stale. Every read (H5Dread and H5Dread_multi,
+ * each dataset of it) that record.c may record (its file has a layout knowledge base)
+ * is timed and handed to it; the others cost one check (pv_record_wanted).
  */
 #include <stdlib.h>
 #include <time.h>
@@ -65,8 +66,12 @@ herr_t pv_dataset_read(size_t count, void *dset[], hid_t mem_type_id[], hid_t me
     for (size_t i = 0; i < count && !wanted; i++)
         wanted = pv_record_wanted(dset[i]);
     double start = wanted ? seconds_of(CLOCK_MONOTONIC) : 0;
-    herr_t rc = H5VLdataset_read(count, under, VOL(dset[0]), mem_type_id, mem_space_id,
-                                 file_space_id, dxpl_id, buf, req);
+    herr_t rc = 0;
+    if (!(wanted && count == 1 && !req &&
+          pv_serve_read(dset[0], mem_type_id[0], mem_space_id[0], file_space_id[0], dxpl_id,
+                        buf[0])))
+        rc = H5VLdataset_read(count, under, VOL(dset[0]), mem_type_id, mem_space_id,
+                              file_space_id, dxpl_id, buf, req);
     double seconds = wanted ? seconds_of(CLOCK_MONOTONIC) - start : 0;
     pv_wrap_req(req, VOL(dset[0]));
     if (under != one)
@@ -87,6 +92,8 @@ herr_t pv_dataset_write(size_t count, void *dset[], hid_t mem_type_id[], hid_t m
     void **under = unwrapped(count, dset, one);
     if (!under)
         return -1;
+    for (size_t i = 0; i < count; i++)
+        pv_serve_written(dset[i]);
     herr_t rc = H5VLdataset_write(count, under, VOL(dset[0]), mem_type_id, mem_space_id,
                                   file_space_id, dxpl_id, buf, req);
     pv_wrap_req(req, VOL(dset[0]));
@@ -106,6 +113,8 @@ herr_t pv_dataset_specific(void *obj, H5VL_dataset_specific_args_t *args, hid_t 
                            void **req)
 {
     hid_t vol = VOL(obj); /* H5Drefresh may free the wrapper's object */
+    if (args->op_type == H5VL_DATASET_SET_EXTENT)
+        pv_serve_written(obj);
     herr_t rc = H5VLdataset_specific(UNDER(obj), vol, args, dxpl_id, req);
     pv_wrap_req(req, vol);
     return rc;

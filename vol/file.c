@@ -38,8 +38,10 @@ void *pv_file_open(const char *name, unsigned flags, hid_t fapl_id, hid_t dxpl_i
     if (fapl < 0)
         return NULL;
     void *file = opened(H5VLfile_open(name, flags, fapl, dxpl_id, req), vol, fapl, req);
-    if (file)
+    if (file) {
         pv_record_file_opened(name);
+        pv_serve_file_opened(name);
+    }
     return file;
 }
 
@@ -111,8 +113,10 @@ herr_t pv_file_close(void *file, hid_t dxpl_id, void **req)
     herr_t rc = H5VLfile_close(o->under_object, o->under_vol_id, dxpl_id, req);
     pv_wrap_req(req, o->under_vol_id);
     if (rc >= 0) {
-        if (name)
+        if (name) {
+            pv_serve_file_closed(name);
             pv_record_file_closed(name);
+        }
         pv_free(o);
     }
     free(name);

@@ -108,6 +108,7 @@ void pv_record_init(void)
         return;
     }
     L.on = 1;
+    pv_serve_init(L.lib);
 }
 
 void pv_record_term(void)
@@ -314,6 +315,17 @@ static void record(pv_obj *o, hid_t mem_type_id, hid_t mem_space_id, hid_t file_
     free(values);
     if (space != file_space_id)
         H5Sclose(space);
+}
+
+int pv_dataset_names(pv_obj *o, const char **file, const char **name)
+{
+    if (!o->dset && !(o->dset = describe(o)))
+        return 0;
+    if (!o->dset->recordable)
+        return 0;
+    *file = o->dset->file;
+    *name = o->dset->name;
+    return 1;
 }
 
 int pv_record_wanted(pv_obj *dset)

@@ -154,5 +154,21 @@ void pv_record_file_opened(const char *name);
 /* The file named `name` was closed: its reads so far are appended and its log ended. */
 void pv_record_file_closed(const char *name);
 void pv_record_dset_free(struct pv_dset *d);
+/* The file and path names of a dataset whose reads are recorded (0: it is not one). */
+int pv_dataset_names(pv_obj *dset, const char **file, const char **name);
+
+/* serve.c: serving reads from layout replicas through the same layout core. */
+void pv_serve_init(void *layout_core);
+void pv_serve_term(void);
+/* 1 when the read was served into buf (from replicas, per the core's plan); 0: the
+ * caller reads it from the original. */
+int pv_serve_read(pv_obj *dset, hid_t mem_type_id, hid_t mem_space_id, hid_t file_space_id,
+                  hid_t dxpl_id, void *buf);
+/* The dataset is about to be written or resized: its replicas become stale. */
+void pv_serve_written(pv_obj *dset);
+/* The file named `name` was opened: its path is resolved now. */
+void pv_serve_file_opened(const char *name);
+/* The file named `name` was closed: its replica files are closed, served reads counted. */
+void pv_serve_file_closed(const char *name);
 
 #endif

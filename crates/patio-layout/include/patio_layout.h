@@ -204,6 +204,56 @@ int patio_recorder_flush(PatioRecorder *rec);
 /* Appends the buffered reads, ends the log and frees the recorder (NULL: nothing). */
 int patio_recorder_close(PatioRecorder *rec);
 
+/* ---- Serving reads from replicas (the VOL connector) ----
+ * One dataset's ready replicas from its file's knowledge base, checked as patio.h5
+ * checks them (file present; the source's version, or the checksum of the dataset's
+ * bytes, as at the build); the caller reads each replica's layout from its file, gets a
+ * decider over the current ones, carries out its plans (patio_decider_plan[_points],
+ * patio_plan_*) and counts the reads each replica served (the knowledge base's
+ * `uses`, reported as `served_reads`). Replicas found missing, damaged or stale are
+ * marked so in the knowledge base and described in notes, never served. */
+typedef struct PatioServe PatioServe;
+
+/* The ready replicas of dataset `dset` (its path in the file) of `file`; *out = NULL
+ * (PATIO_OK) when the file has no knowledge base or the dataset no ready replica. */
+int patio_serve_open(const char *file, const char *dset, PatioServe **out);
+
+/* The number of replicas into *n and, when i < *n, replica i's file into *path (valid
+ * while `serve` lives; its dataset is "data"). */
+int patio_serve_replica(const PatioServe *serve, uint64_t i, uint64_t *n, const char **path);
+
+/* Replica i's layout as read from its file (copied); a replica without one is unreadable
+ * and marked damaged by patio_serve_ready. */
+int patio_serve_set_layout(PatioServe *serve, uint64_t i, const PatioLayout *layout);
+
+/* The decider over `original` (the dataset's layout in `file`) and the current replicas
+ * (*decider is owned by `serve`); *nnotes lines describe the replicas left out. */
+int patio_serve_ready(PatioServe *serve, const PatioLayout *original, PatioDecider **decider,
+                      uint64_t *nnotes);
+
+/* Note k about the replicas left out so far (by patio_serve_open, then all of them by
+ * patio_serve_ready), valid while `serve` lives; PATIO_ERANGE past the last. */
+int patio_serve_note(const PatioServe *serve, uint64_t k, const char **line);
+
+/* The replica (numbered as by patio_serve_replica) a piece's copy (>= 0) reads. */
+int patio_serve_copy(const PatioServe *serve, int64_t copy, uint64_t *i);
+
+/* *current = 1 while the source keeps the version its replicas were checked against;
+ * 0: serve nothing more from this handle (close it and open anew). */
+int patio_serve_current(const PatioServe *serve, int *current);
+
+/* Counts one read served (partly) from replica i, saving `saved` modelled seconds. */
+int patio_serve_used(PatioServe *serve, uint64_t i, double saved);
+
+/* Replica i failed while serving (`why`): marked damaged in the knowledge base. */
+int patio_serve_damaged(PatioServe *serve, uint64_t i, const char *why);
+
+/* Records the reads counted and frees `serve` (NULL: nothing). */
+int patio_serve_close(PatioServe *serve);
+
+/* Marks every ready replica of dataset `dset` of `file` stale (before a write to it). */
+int patio_serve_written(const char *file, const char *dset);
+
 #ifdef __cplusplus
 }
 #endif

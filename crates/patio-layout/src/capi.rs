@@ -76,7 +76,7 @@ pub struct PatioDecider {
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
-fn next_generation() -> u64 {
+pub(crate) fn next_generation() -> u64 {
     GENERATION.fetch_add(1, Ordering::Relaxed)
 }
 

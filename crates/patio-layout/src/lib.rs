@@ -13,6 +13,8 @@
 //! | [`capi_kb`] | the C ABI of recording reads into a knowledge base's record log |
 //! | [`kblog`] | knowledge base location, a read's selection as recorded, record logs |
 //! | [`capi_plan`] | the C ABI of a chosen plan: its pieces, their selections and extents |
+//! | [`kbserve`] | a dataset's current replicas from its knowledge base, for serving reads |
+//! | [`capi_serve`] | the C ABI of serving reads from replicas (the VOL connector) |
 //! | [`axes`] | set algebra on per-axis block lists (containment, positions) |
 //! | [`decide`] | the candidates for one read, their prices, the choice and its memo |
 //! | [`pieces`] | a chosen plan as (copy, source selection, buffer destination) reads |
@@ -22,10 +24,12 @@ pub mod axes;
 pub mod capi;
 pub mod capi_kb;
 pub mod capi_plan;
+pub mod capi_serve;
 pub mod decide;
 pub mod error;
 pub mod flatten;
 pub mod kblog;
+pub mod kbserve;
 pub mod layout;
 pub mod pieces;
 pub mod price;

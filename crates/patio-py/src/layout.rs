@@ -173,6 +173,19 @@ impl PyLayout {
         Ok(PyLayout { inner })
     }
 
+    /// `(crc, ranges)`: the CRC-32 of the bytes the array occupies in the file at `path`
+    /// and the number of byte ranges they form (a replica's source generation, the
+    /// layout core's definition that the VOL connector checks too).
+    fn source_crc(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<(u32, usize)> {
+        let ranges = patio_layout::kbserve::storage_ranges(&self.inner);
+        let crc = py
+            .allow_threads(|| patio_layout::kbserve::ranges_crc(&path, &ranges))
+            .map_err(|e| {
+                pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", path.display()))
+            })?;
+        Ok((crc, ranges.len()))
+    }
+
     /// True when the chunks are filtered (read and decompressed whole).
     #[getter]
     fn filtered(&self) -> bool {

@@ -103,6 +103,7 @@ def status_report(path: str) -> dict[str, Any]:
             datasets.append({"name": name, "reads": reads, "hot_regions": hot})
         reps = [{"id": r.id, "dataset": r.dset, "kind": r.kind, "bytes": r.bytes,
                  "meta_bytes": r.meta_bytes, "state": r.state, "uses": r.uses,
+                 "served_reads": r.uses,
                  "params": {k: v for k, v in r.params.items() if k != "axes_sets"},
                  "note": r.note, "path": r.path} for r in kb.replicas()]
         size = os.path.getsize(path)
@@ -135,7 +136,7 @@ def cmd_status(a: argparse.Namespace) -> int:
         if "filters" in r["params"]:
             note += f"  (source filters {r['params']['filters']})"
         lines.append(f"    #{r['id']:<3} {r['dataset']:<16} {r['kind']:<10} {r['bytes']:>12,} B "
-                     f"{r['state']:<8} used {r['uses']}x{note}")
+                     f"{r['state']:<8} served {r['served_reads']} reads{note}")
     if not rep["replicas"]:
         lines.append("    none")
     _emit(rep, a.json, "\n".join(lines))

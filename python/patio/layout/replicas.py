@@ -231,6 +231,12 @@ def build(kb: KnowledgeBase, source: str | os.PathLike[str], dset_name: str, kin
             meta_bytes = sum(len(h) // 2 for h in encoded)
         elif sel is None or sel.kind != "points":
             raise ValueError("a concat replica needs per-axis index sets or a point selection")
+    if kb.setting("device") is None:
+        # The storage model the replica is chosen and served for, recorded so that every
+        # front end (patio.h5, the VOL connector) decides with the same one.
+        from . import device
+
+        kb.set_setting("device", device.model_device(device.DEFAULT_PRESET))
     with h5py.File(source, "r") as f:
         src = f[dset_name]
         gen = fingerprint(source, src)

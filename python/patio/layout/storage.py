@@ -1,12 +1,12 @@
 """Where an HDF5 dataset's bytes are: its physical layout for flattening (contiguous at
-an address, or chunks at their addresses), the byte ranges it occupies, and the
-fingerprint of a source file that tells whether a replica built from it is still
-current.
+an address, or chunks at their addresses), and the fingerprint of a source file that
+tells whether a replica built from it is still current.
 
 A replica records the source's *generation*: its version by patio's one file-version
 rule (``patio._native.file_version``, the core's ``FileVersion``: device, inode, size,
 modification and change times in nanoseconds), plus a CRC32 of the byte ranges the
-replicated dataset occupies. The version is checked at every open; only when it
+replicated dataset occupies (computed by the layout core, ``StoredLayout.source_crc``,
+whose definition the VOL connector checks replicas with too). The version is checked at every open; only when it
 changed is the checksum recomputed, so touching a file without changing the covered
 bytes keeps its replicas, and any change to them — also one whose modification time
 was restored afterwards (``cp -p``, ``rsync -t``) — makes the replicas stale.
@@ -15,7 +15,6 @@ was restored afterwards (``cp -p``, ``rsync -t``) — makes the replicas stale.
 from __future__ import annotations
 
 import os
-import zlib
 from typing import Any
 
 import h5py
@@ -85,35 +84,6 @@ def physical_layout(dset: h5py.Dataset) -> Layout:
     return Chunked(shape, itemsize, chunk, addresses, stored)
 
 
-def storage_ranges(layout: Layout) -> list[tuple[int, int]]:
-    """The (offset, length) byte ranges the dataset occupies in its file, ascending."""
-    if isinstance(layout, Contiguous):
-        n = int(np.prod(layout.shape, dtype=np.int64)) * layout.itemsize
-        return [(layout.base, n)] if n else []
-    chunk_bytes = int(np.prod(layout.chunk, dtype=np.int64)) * layout.itemsize
-    held = layout.addresses >= 0
-    sizes = layout.stored[held] if layout.stored is not None else \
-        np.full(int(held.sum()), chunk_bytes, np.int64)
-    order = np.argsort(layout.addresses[held], kind="stable")
-    return [(int(a), int(n)) for a, n in zip(layout.addresses[held][order], sizes[order])]
-
-
-def checksum(path: str | os.PathLike[str], ranges: list[tuple[int, int]]) -> int:
-    """CRC32 of the file's bytes in ``ranges`` (read in 8 MiB pieces)."""
-    crc = 0
-    with open(path, "rb") as f:
-        for off, length in ranges:
-            f.seek(off)
-            left = length
-            while left > 0:
-                piece = f.read(min(left, 8 << 20))
-                if not piece:
-                    break
-                crc = zlib.crc32(piece, crc)
-                left -= len(piece)
-    return crc
-
-
 def stat_key(path: str | os.PathLike[str]) -> dict[str, int]:
     """The file's version (a replica recorded before change times were part of it
     lacks ``ctime_ns``: its checksum decides, once, and the new version is kept)."""
@@ -125,9 +95,10 @@ def stat_key(path: str | os.PathLike[str]) -> dict[str, int]:
 
 def fingerprint(path: str | os.PathLike[str], dset: h5py.Dataset) -> dict[str, Any]:
     """The generation of ``dset`` in the file at ``path``, recorded with a replica."""
-    layout = physical_layout(dset)
-    ranges = storage_ranges(layout)
-    return {**stat_key(path), "crc": checksum(path, ranges), "ranges": len(ranges)}
+    from .flatten import native_layout
+
+    crc, ranges = native_layout(physical_layout(dset)).source_crc(os.fspath(path))
+    return {**stat_key(path), "crc": crc, "ranges": ranges}
 
 
 class SourceCheck:
