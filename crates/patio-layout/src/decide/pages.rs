@@ -45,6 +45,7 @@ pub(super) fn lost_pages(
     let reach = (page + 2 * item) / stride + 1;
     let mut total = 0u64;
     let mut budget = MAX_GROUPS;
+    let mut values = Values::new(l, axes, k);
     let whole = removed.each_block(|s, n| {
         let mut a = s;
         while a < s + n {
@@ -68,7 +69,7 @@ pub(super) fn lost_pages(
                     stride,
                     reach,
                 };
-                match piece.pages(l, page, axes, k, kept, &mut budget, limit - total) {
+                match piece.pages(&mut values, page, kept, &mut budget, limit - total) {
                     Some(p) => total += p,
                     None => return false,
                 }
@@ -92,6 +93,61 @@ struct Piece {
     reach: u64,
 }
 
+/// What the groups of a bound's pieces take on each axis — indices of the slower axes,
+/// chunks of the faster ones, the run ends along `k - 1` — made once per bound, when a
+/// first piece at an edge needs them.
+struct Values<'a> {
+    l: &'a Layout,
+    axes: &'a [Axis],
+    k: usize,
+    /// Per axis (None on `k`; None where more indices than [`MAX_GROUPS`]).
+    plain: Option<Vec<Option<Vec<u64>>>>,
+    /// The first (0) and last (1) index of each run along `k - 1` inside a chunk.
+    ends: [Option<Vec<u64>>; 2],
+    grid: Vec<u64>,
+    inner: Vec<u64>,
+}
+
+impl<'a> Values<'a> {
+    fn new(l: &'a Layout, axes: &'a [Axis], k: usize) -> Values<'a> {
+        Values {
+            l,
+            axes,
+            k,
+            plain: None,
+            ends: [None, None],
+            grid: Vec::new(),
+            inner: Vec::new(),
+        }
+    }
+
+    /// The values of axis `j != k`, with only run ends along `k - 1` under a wrap.
+    fn of(&mut self, j: usize, wrap: Wrap) -> Option<&[u64]> {
+        let (l, axes, k) = (self.l, self.axes, self.k);
+        if self.plain.is_none() {
+            self.grid = row_major_strides(&l.grid());
+            self.inner = row_major_strides(&l.chunk);
+            let plain = (0..axes.len())
+                .map(|j| match j.cmp(&k) {
+                    std::cmp::Ordering::Greater => Some(chunks_of(&axes[j], l.chunk[j])),
+                    std::cmp::Ordering::Less if axes[j].len() <= MAX_GROUPS => {
+                        Some(axes[j].blocks.iter().flat_map(|&(s, n)| s..s + n).collect())
+                    }
+                    _ => None,
+                })
+                .collect();
+            self.plain = Some(plain);
+        }
+        if j + 1 == k && wrap != Wrap::None {
+            let at = usize::from(wrap == Wrap::After);
+            let ends = self.ends[at]
+                .get_or_insert_with(|| run_ends(&axes[j], l.chunk[j], wrap == Wrap::Before));
+            return Some(ends);
+        }
+        self.plain.as_ref()?[j].as_deref()
+    }
+}
+
 /// Which groups a neighbouring line along `k - 1` covers.
 #[derive(Clone, Copy, PartialEq)]
 enum Wrap {
@@ -105,17 +161,15 @@ enum Wrap {
 impl Piece {
     /// The pages the piece's groups can lose, summed; None for filtered storage, when
     /// the groups exceed `budget` (which they use up) or the sum exceeds `limit`.
-    #[allow(clippy::too_many_arguments)]
     fn pages(
         &self,
-        l: &Layout,
+        values: &mut Values,
         page: u64,
-        axes: &[Axis],
-        k: usize,
         kept: &IndexSet,
         budget: &mut u64,
         limit: u64,
     ) -> Option<u64> {
+        let (l, k) = (values.l, values.k);
         if l.filtered() {
             return None;
         }
@@ -151,20 +205,15 @@ impl Piece {
         };
         // Per axis the values the groups take: indices of the slower axes (on `k - 1`
         // only the run ends a wrap leaves), chunks of the faster ones.
-        let lists: Vec<Vec<u64>> = (0..axes.len())
-            .map(|j| {
-                if j == k {
-                    Some(vec![self.cs])
-                } else if j > k {
-                    Some(chunks_of(&axes[j], l.chunk[j]))
-                } else if j + 1 == k && wrap != Wrap::None {
-                    Some(run_ends(&axes[j], l.chunk[j], wrap == Wrap::Before))
-                } else {
-                    (axes[j].len() <= *budget)
-                        .then(|| axes[j].blocks.iter().flat_map(|&(s, n)| s..s + n).collect())
-                }
-            })
-            .collect::<Option<_>>()?;
+        let cs = [self.cs];
+        let mut lists: Vec<Vec<u64>> = Vec::with_capacity(values.axes.len());
+        for j in 0..values.axes.len() {
+            lists.push(if j == k {
+                cs.to_vec()
+            } else {
+                values.of(j, wrap)?.to_vec()
+            });
+        }
         let groups = lists
             .iter()
             .try_fold(1u64, |acc, v| acc.checked_mul(v.len() as u64))?;
@@ -172,8 +221,7 @@ impl Piece {
             return None;
         }
         *budget -= groups;
-        let grid = row_major_strides(&l.grid());
-        let inner = row_major_strides(&l.chunk);
+        let (grid, inner) = (&values.grid, &values.inner);
         let mut at = vec![0usize; lists.len()];
         let mut lost = 0u64;
         for _ in 0..groups {
@@ -214,15 +262,20 @@ impl Piece {
     }
 }
 
-/// The chunks (along an axis of chunk side `c`) the blocks of `a` touch, in order.
+/// The chunks (along an axis of chunk side `c`) the blocks of `a` touch, in order
+/// (the blocks inside a chunk already listed skipped by a binary search).
 fn chunks_of(a: &Axis, c: u64) -> Vec<u64> {
     let mut out: Vec<u64> = Vec::new();
-    for &(s, n) in &a.blocks {
-        for x in s / c..=(s + n - 1) / c {
+    let mut i = 0;
+    while let Some(&(s, n)) = a.blocks.get(i) {
+        let last = (s + n - 1) / c;
+        for x in s / c..=last {
             if out.last() != Some(&x) {
                 out.push(x);
             }
         }
+        let next = (last + 1).saturating_mul(c);
+        i += 1 + a.blocks[i + 1..].partition_point(|b| b.0 + b.1 <= next);
     }
     out
 }
