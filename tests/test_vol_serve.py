@@ -230,7 +230,6 @@ def test_a_killed_build_is_never_served(
     tmp_path: Path, programs: dict[str, Path], env: dict[str, str]
 ) -> None:
     f = make_file(tmp_path / "run.h5")
-    fancy = [np.arange(SHAPE[0]), np.array([0, 2, 3, 7]), np.arange(SHAPE[2])]
     with KnowledgeBase(f) as kb:
         # What a build killed before its rename leaves: a "building" row and a temporary
         # file holding wrong data.
