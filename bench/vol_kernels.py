@@ -21,6 +21,10 @@ left, with mincore). Both replays must deliver the same bytes (FNV-1a of every e
 or the run stops. ``patio.h5`` and h5py on the original read the same held-out draw the
 same way (cold, alternating).
 
+The decision plans with the knowledge base's storage model: by default the Lustre-like
+preset ``patio layout build`` records; with ``--probe``, eq 3.1's constants measured on
+the files' own storage (``patio layout probe --dir``), as a user of this machine would.
+
 Columns: ``native_s`` / ``vol_s`` - the C program's time from H5Fopen to H5Fclose
 (medians); ``speedup`` = native / vol on the real disk; ``model_speedup`` - eq 3.1's
 modelled seconds of the held-out reads, each read in turn, original against the plans
@@ -187,15 +191,29 @@ def python_reads(path: str, dset: str, reads: list[Any], through_patio: bool) ->
     return time.perf_counter() - t0
 
 
-def run_kernel(w: Workload, exe: Path, env: dict[str, str], work: Path, reps: int
-               ) -> dict[str, Any]:
+def probe_device(directory: Path) -> dict[str, Any]:
+    """eq 3.1's constants measured on the storage holding ``directory`` (``patio layout
+    probe --dir``), for ``--probe``."""
+    r = subprocess.run([sys.executable, "-m", "patio.layout.cli", "probe", "--dir",
+                        str(directory), "--json"], capture_output=True, text=True,
+                       timeout=1800, check=False)
+    if r.returncode != 0:
+        raise RuntimeError(f"patio layout probe failed: {r.stderr.strip()}")
+    device: dict[str, Any] = json.loads(r.stdout)
+    return device
+
+
+def run_kernel(w: Workload, exe: Path, env: dict[str, str], work: Path, reps: int,
+               device: dict[str, Any] | None = None) -> dict[str, Any]:
     kbdir = work / "kb" / w.name
     shutil.rmtree(kbdir, ignore_errors=True)
     os.environ["PATIO_LAYOUT_DIR"] = str(kbdir)
     learn, held_out = work / f"{w.name}.learn", work / f"{w.name}.apply"
     n_learn = write_script(w.path, w.dset, w.learn, learn)
     n_apply = write_script(w.path, w.dset, w.apply, held_out)
-    KnowledgeBase(w.path).close()  # the knowledge base: recording starts
+    with KnowledgeBase(w.path) as kb:  # the knowledge base: recording starts
+        if device is not None:
+            kb.set_setting("device", device)
     rec = replay(exe, w.path, w.dset, learn, env)
     layout_cli("build", w.path, "--budget", w.budget)
     status = layout_cli("status", w.path)
@@ -264,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1, help="the learned draw; +1 is measured")
     p.add_argument("--kernels", default=",".join(PICK), help=f"comma list of {', '.join(PICK)}")
     p.add_argument("--dir", help="where the files are made (default: a temporary directory)")
+    p.add_argument("--probe", action="store_true",
+                   help="plan with eq 3.1's constants probed on the files' storage (patio "
+                        "layout probe) instead of the default Lustre-like model")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", help="also write the JSON object to this file")
     a = p.parse_args(argv)
@@ -280,14 +301,17 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(cc_command(REPO / "bench" / "h5_replay.c", exe), check=True, timeout=120)
         data = work / "data"
         data.mkdir()
+        device = probe_device(data) if a.probe else None
         rows = []
         for w in workloads(str(data), a.scale, a.seed, pick):
-            rows.append(run_kernel(w, exe, env, work, a.reps))
+            rows.append(run_kernel(w, exe, env, work, a.reps, device))
             if not a.json:
                 print(f"  {w.name}: done", file=sys.stderr)
         commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True, check=False).stdout.strip()
         result = {"bench": "vol_kernels", "scale": a.scale, "reps": a.reps, "seed": a.seed,
+                  "device": device["source"] if device else "model (lustre preset)",
+                  "constants": device["constants"] if device else None,
                   "hdf5_version": env["hdf5_version"], "commit": commit,
                   "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                   "host": platform.node(), "load": os.getloadavg()[0], "rows": rows}
