@@ -6,6 +6,7 @@ commands share is in docs/CLI.md's "Shared options" table — one spelling each.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from collections import defaultdict
@@ -141,3 +142,27 @@ def test_every_shared_option_is_in_the_table(options: dict[str, set[str]]) -> No
     missing = sorted(shared - documented)
     assert not missing, {opt: users[opt] for opt in missing}
     assert not documented & RETIRED.keys()
+
+
+def test_one_default_store_where_a_model_is_needed(tmp_path: Path) -> None:
+    """``reorg plan`` and ``amr advise`` price on the same preset, ``lustre``, when no
+    ``--store`` is given (docs/CLI.md, Shared options)."""
+    from test_amr import synthetic
+    from test_reorg import ior_like
+
+    def run(*args: str) -> dict[str, object]:
+        done = subprocess.run([patio_binary(), *args, "--json"], check=False,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, (args, done.stderr)
+        return json.loads(done.stdout)
+
+    src, trace, _ = ior_like(tmp_path)
+    plan = ("reorg", "plan", str(trace), "--file", str(src))
+    default = run(*plan)
+    assert default == run(*plan, "--store", "lustre")
+    assert default != run(*plan, "--store", "hdd")
+    amr = tmp_path / "amr.hdf5"
+    synthetic(amr, seed=2, dim=3, nlevels=2)
+    advise = ("amr", "advise", str(amr), "--queries", "10")
+    assert run(*advise) == run(*advise, "--store", "lustre")
+    assert "default: lustre" in help_text(("reorg", "apply"))

@@ -114,7 +114,7 @@ pub struct Opts {
     module: Option<String>,
     /// Storage model the gain is priced on: hdd, ssd or lustre (presets of the striped
     /// model), or probed (this machine's, from `patio store probe`).
-    #[arg(long, default_value = "hdd")]
+    #[arg(long, default_value = "lustre")]
     store: String,
     /// Pattern detector window.
     #[arg(long, default_value_t = 64)]
