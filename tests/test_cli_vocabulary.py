@@ -166,3 +166,39 @@ def test_one_default_store_where_a_model_is_needed(tmp_path: Path) -> None:
     advise = ("amr", "advise", str(amr), "--queries", "10")
     assert run(*advise) == run(*advise, "--store", "lustre")
     assert "default: lustre" in help_text(("reorg", "apply"))
+
+
+def test_file_and_trace_in_one_order(tmp_path: Path) -> None:
+    """``TRACE --file FILE`` for every command that reads a trace about a file; ``reorg
+    apply``'s retired ``FILE --trace TRACE`` still works, with one deprecation line."""
+    from test_reorg import ior_like
+
+    src, trace, _ = ior_like(tmp_path)
+    for command in (("reorg", "plan"), ("reorg", "apply"), ("layout", "learn")):
+        text = help_text(command)
+        # The one positional argument is the trace; the data file is --file.
+        positional = re.search(r"^(?:Arguments|positional arguments):\n((?:  .*\n)+)", text,
+                               re.MULTILINE)
+        assert positional, (command, text)
+        names = re.findall(r"^  (<\w+>|\w+)", positional.group(1), re.MULTILINE)
+        assert [n.strip("<>").lower() for n in names] == ["trace"], (command, names)
+        assert re.search(r"^\s+--file\b", text, re.MULTILINE), command
+
+    def apply(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([patio_binary(), "reorg", "apply", *args, "--no-register",
+                               "--json"], check=False, capture_output=True, text=True,
+                              timeout=300)
+
+    new = apply(str(trace), "--file", str(src), "-o", str(tmp_path / "new.pc"))
+    old = apply(str(src), "--trace", str(trace), "-o", str(tmp_path / "old.pc"))
+    assert new.returncode == 0 and new.stderr == "", new.stderr
+    assert old.returncode == 0, old.stderr
+    deprecation = ("patio: warning: `patio reorg apply FILE --trace TRACE` is deprecated and "
+                   "will be removed; use `patio reorg apply TRACE --file FILE`")
+    assert old.stderr.splitlines() == [deprecation]
+    same = [json.loads(done.stdout)["plan"] for done in (new, old)]
+    assert same[0] == same[1]
+    assert (tmp_path / "new.pc").is_dir() and (tmp_path / "old.pc").is_dir()
+    both = apply(str(trace), "--file", str(src), "--trace", str(trace), "-o",
+                 str(tmp_path / "x.pc"))
+    assert both.returncode == 2 and "cannot be used with" in both.stderr, both.stderr

@@ -353,7 +353,7 @@ def merge_adjacent_per_tile(rows: list[tuple[int, int]], th: int) -> list[tuple[
 
 def apply(src: Path, trace: Path, out: Path) -> None:
     """``patio reorg apply``: the container, registered for ``src``."""
-    patio("reorg", "apply", str(src), "--trace", str(trace), "-o", str(out))
+    patio("reorg", "apply", str(trace), "--file", str(src), "-o", str(out))
 
 
 def served_run(

@@ -166,7 +166,7 @@ def test_a_large_csv_trace_is_read_and_analyzed_under_bars_with_their_totals(
 
 def test_reorg_apply_and_container_flatten_show_bars_of_their_bytes(tmp_path: Path) -> None:
     src, trace, data = ior_like(tmp_path)
-    apply = ["reorg", "apply", str(src), "--trace", str(trace), "--no-register"]
+    apply = ["reorg", "apply", str(trace), "--file", str(src), "--no-register"]
     code, out, seen = on_terminal(*apply, "-o", str(tmp_path / "t.pc"))
     assert code == 0, seen
     assert f"/{len(data)}".encode() in seen, seen[-400:]

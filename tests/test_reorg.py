@@ -74,7 +74,7 @@ def test_plan_json_names_the_patterns_and_apply_serves_the_source(tmp_path: Path
     assert plan["module"] == "MPIIO" and plan["traced_file"] == "/lustre/run7/data.bin"
 
     out = tmp_path / "data.pc"
-    applied = json.loads(patio("reorg", "apply", str(src), "--trace", str(trace),
+    applied = json.loads(patio("reorg", "apply", str(trace), "--file", str(src),
                                "-o", str(out), "--json").stdout)  # fmt: skip
     assert applied["bytes"] == len(data) and applied["index_bytes"] < 200
     assert src.read_bytes() == data
@@ -128,7 +128,7 @@ def test_overlapping_tiles_are_resolved_and_explained(tmp_path: Path) -> None:
     assert "cedes" in text and "saves more" in text
     out = tmp_path / "grid.pc"
     # The same store as the plan: the placement follows the modelled savings.
-    patio("reorg", "apply", str(src), "--trace", str(trace), "-o", str(out), "--store", "ssd")
+    patio("reorg", "apply", str(trace), "--file", str(src), "-o", str(out), "--store", "ssd")
     with patio_lib.Container(out) as c:
         assert c.read_at(len(data), 0) == data
         for p in plan["patterns"]:
@@ -165,7 +165,7 @@ def test_mpi_ranks_read_their_pattern_in_one_physical_read(tmp_path: Path) -> No
     pytest.importorskip("mpi4py")
     src, trace, _ = ior_like(tmp_path)
     out = tmp_path / "data.pc"
-    patio("reorg", "apply", str(src), "--trace", str(trace), "-o", str(out))
+    patio("reorg", "apply", str(trace), "--file", str(src), "-o", str(out))
     script = tmp_path / "ranks.py"
     script.write_text(MPI_SCRIPT)
     done = subprocess.run(
@@ -183,7 +183,7 @@ def test_the_mount_serves_the_logical_file_and_takes_writes(base: Path) -> None:
     (base / "backend").mkdir()
     src, trace, data = ior_like(base)
     patio(
-        "reorg", "apply", str(src), "--trace", str(trace), "-o", str(base / "backend" / "data.pc")
+        "reorg", "apply", str(trace), "--file", str(src), "-o", str(base / "backend" / "data.pc")
     )
     m = ContainerMount(base)
     try:
@@ -223,7 +223,7 @@ def test_bad_inputs_are_one_line_errors_and_write_nothing(tmp_path: Path) -> Non
         assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
         assert src.read_bytes() == data
 
-    apply = ("apply", str(src), "-o", str(out), "--trace")
+    apply = ("apply", "-o", str(out), "--file", str(src))
     # A trace of a bigger file: offsets past the end.
     short = tmp_path / "short.bin"
     short.write_bytes(data[: len(data) // 2])
@@ -260,7 +260,7 @@ def test_no_space_left_removes_the_partial_output(tmp_path: Path) -> None:
                       capture_output=True, check=False).returncode != 0:  # fmt: skip
         pytest.skip("cannot mount a tmpfs here")
     try:
-        done = patio("reorg", "apply", str(src), "--trace", str(trace), "-o",
+        done = patio("reorg", "apply", str(trace), "--file", str(src), "-o",
                      str(small / "data.pc"), check=False)  # fmt: skip
         one_line_error(done, "No space left")
         assert done.stderr.count("No space left") == 1, done.stderr
@@ -284,7 +284,7 @@ def test_what_a_killed_apply_left_is_removed_by_the_next(tmp_path: Path) -> None
     for d in (left, other_host, alive):
         d.mkdir()
         (d / "data.x").write_bytes(b"partial")
-    patio("reorg", "apply", str(src), "--trace", str(trace), "-o", str(out))
+    patio("reorg", "apply", str(trace), "--file", str(src), "-o", str(out))
     assert not left.exists()
     assert other_host.exists() and alive.exists()
     assert src.read_bytes() == data

@@ -35,9 +35,9 @@ def applied(tmp_path: Path, *extra: str) -> tuple[Path, Path, bytes]:
     patio(
         "reorg",
         "apply",
-        str(src),
-        "--trace",
         str(trace),
+        "--file",
+        str(src),
         "--trace-file",
         "/lustre/run7/data.bin",
         "-o",
@@ -155,9 +155,9 @@ def test_no_register_and_the_apply_json(tmp_path: Path) -> None:
     done = patio(
         "reorg",
         "apply",
-        str(src2),
-        "--trace",
         str(trace),
+        "--file",
+        str(src2),
         "--trace-file",
         "/lustre/run7/data.bin",
         "-o",

@@ -76,7 +76,7 @@ enum Command {
     Layout(python::Passthrough),
     /// One stream's requests, one request, or the requests touching an offset, decoding only the blocks that hold them (JSON with --json).
     Query(query::Args),
-    /// Pattern-aware file reorganization: `reorg plan TRACE --file F`, `reorg apply F --trace TRACE -o OUT` (see `patio reorg --help`).
+    /// Pattern-aware file reorganization: `reorg plan TRACE --file F`, `reorg apply TRACE --file F -o OUT` (see `patio reorg --help`).
     #[command(subcommand)]
     Reorg(reorg::ReorgCommand),
     /// Replay a trace's reads against a data file through the prefetch engine (none, readahead, stride, markov, pattern, oracle).

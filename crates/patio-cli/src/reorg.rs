@@ -29,7 +29,7 @@ pub enum ReorgCommand {
     /// others read them where it put them (shown as "cedes"). Bytes no pattern
     /// covers follow in their original order. Exits non-zero when nothing recurs.
     #[command(
-        after_help = "Examples:\n  patio reorg plan run.darshan --file data.bin\n  patio reorg plan run.ptrace --file /scratch/data.bin --trace-file /gpfs/run1/data.bin --json\n  patio reorg apply data.bin --trace run.darshan -o data.pc\n  patio mount container . /mnt/reorg     # /mnt/reorg/data.pc reads as data.bin"
+        after_help = "Examples:\n  patio reorg plan run.darshan --file data.bin\n  patio reorg plan run.ptrace --file /scratch/data.bin --trace-file /gpfs/run1/data.bin --json\n  patio reorg apply run.darshan --file data.bin -o data.pc\n  patio mount container . /mnt/reorg     # /mnt/reorg/data.pc reads as data.bin"
     )]
     Plan {
         /// The trace (.darshan, .csv, .ptrace, .praw).
@@ -53,12 +53,20 @@ pub enum ReorgCommand {
     /// (`.FILE.patio-reorg` beside it, with the version of FILE that was copied), so
     /// that the MPI-IO layer serves FILE's reads from it while FILE is unchanged;
     /// `--no-register` skips that.
+    #[command(
+        after_help = "Examples:\n  patio reorg apply run.darshan --file data.bin -o data.pc\n  patio reorg apply run.ptrace --file /scratch/data.bin --trace-file /gpfs/run1/data.bin -o /scratch/data.pc --json"
+    )]
     Apply {
-        /// The file to reorganize.
-        file: PathBuf,
-        /// The trace to plan from.
-        #[arg(long)]
-        trace: PathBuf,
+        /// The trace to plan from (.darshan, .csv, .ptrace, .praw); the file to
+        /// reorganize with the retired order `apply FILE --trace TRACE`.
+        #[arg(value_name = "TRACE")]
+        input: PathBuf,
+        /// The file to reorganize, as it is on this machine.
+        #[arg(long, required_unless_present = "trace", conflicts_with = "trace")]
+        file: Option<PathBuf>,
+        /// Retired order: `reorg apply FILE --trace TRACE`.
+        #[arg(long, hide = true)]
+        trace: Option<PathBuf>,
         /// The container to create (must not exist).
         #[arg(short, long)]
         output: PathBuf,
@@ -328,6 +336,26 @@ struct ApplyJson {
     plan: PlanJson,
 }
 
+/// `reorg apply`'s trace and file: `TRACE --file FILE` (the order of `reorg plan` and
+/// `layout learn`), or the retired `FILE --trace TRACE` with a deprecation line.
+fn apply_inputs(
+    input: PathBuf,
+    file: Option<PathBuf>,
+    trace: Option<PathBuf>,
+) -> Result<(PathBuf, PathBuf)> {
+    Ok(match (file, trace) {
+        (Some(file), _) => (input, file),
+        (None, Some(trace)) => {
+            crate::retired::warn(
+                "`patio reorg apply FILE --trace TRACE`",
+                "`patio reorg apply TRACE --file FILE`",
+            );
+            (trace, input)
+        }
+        (None, None) => anyhow::bail!("reorg apply: give the file to reorganize: --file FILE"),
+    })
+}
+
 pub fn run(cmd: ReorgCommand) -> Result<()> {
     match cmd {
         ReorgCommand::Plan {
@@ -344,6 +372,7 @@ pub fn run(cmd: ReorgCommand) -> Result<()> {
             }
         }
         ReorgCommand::Apply {
+            input,
             file,
             trace,
             output,
@@ -351,6 +380,7 @@ pub fn run(cmd: ReorgCommand) -> Result<()> {
             no_register,
             json,
         } => {
+            let (trace, file) = apply_inputs(input, file, trace)?;
             if std::fs::symlink_metadata(&output).is_ok() {
                 anyhow::bail!(
                     "{}: already exists; choose another output or remove it first",

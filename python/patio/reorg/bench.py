@@ -129,7 +129,7 @@ def write_inputs(case: Case, src: Path) -> tuple[Path, Path]:
 
 def reorganize(data: Path, trace: Path, out: Path, store: str) -> dict[str, Any]:
     done = subprocess.run(
-        [patio_binary(prog=PROG), "reorg", "apply", str(data), "--trace", str(trace), "-o", str(out),
+        [patio_binary(prog=PROG), "reorg", "apply", str(trace), "--file", str(data), "-o", str(out),
          "--store", store, "--json"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
