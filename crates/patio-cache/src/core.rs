@@ -5,15 +5,20 @@
 //! * `none`: every read goes to SOURCE.
 //! * `lru`: a plain block cache — items missed are read from SOURCE (consecutive ones
 //!   in one request), kept in memory (LRU under the memory budget) and written to an
-//!   item-sized slot of the store (LRU over slots); a memory miss that the store holds
+//!   item-sized slot of the store (LRU over slots, every hit refreshing its item's
+//!   slot: an exact LRU of the store's size); a memory miss that the store holds
 //!   reads that one slot.
 //! * `group`: a block cache like `lru` with groups as prefetch units on top. Items
 //!   missed are kept in memory and appended to the open *plain* slot of the store
-//!   (slots, plain or group, are replaced least recently used first; the memory and
-//!   disk budgets are the ones `lru` gets); a hit on a plain slot reads that one item.
-//!   Memory is [`crate::memtier`]: an LRU of demand items beside the items groups
-//!   bring *ahead* of demand, in at most half of it, so it hits whatever an LRU of
-//!   the other half hits. Groups come from two sources. The successor graph
+//!   (the memory and disk budgets are the ones `lru` gets); a hit on a plain slot
+//!   reads that one item. The store protects the items an LRU of its size less the
+//!   group share (half of it) would hold ([`crate::recency`]): a slot is reused least
+//!   recently used first, but a group's segment only takes one holding none of them,
+//!   and a plain slot reused takes them along (moved ahead of the new items), so the
+//!   store hits whatever that LRU hits. Memory is [`crate::memtier`]: an LRU of
+//!   demand items beside the items groups bring *ahead* of demand, in at most half
+//!   of it, so it hits whatever an LRU of the other half hits. Groups come from
+//!   two sources. The successor graph
 //!   ([`crate::graph`], fed by every caller's stream, across processes) gives
 //!   strongly connected components split to a segment, rebuilt when the graph changed,
 //!   on a miss and in idle periods; a miss on a grouped item reads its segment from
@@ -221,26 +226,32 @@ impl State {
             .collect()
     }
 
-    /// The slot `group` reuses when none is free: the least recently used one that
-    /// holds fewer hot items than a segment's worth (`plain`: they are moved into
-    /// it again, ahead of the new contents) or none (a group's segment, which never
-    /// displaces a hot item). Returns it and its hot entries; `None` when no slot
-    /// may take a segment.
+    /// The slot `group` reuses when none is free: of the slots holding fewer hot
+    /// items than a segment's worth (`plain`: they are moved into it again, ahead of
+    /// the new contents) or none (a group's segment, which never displaces a hot
+    /// item), the one holding the fewest, least recently used first — so a reuse
+    /// frees at least half a slot while hot items are at most half the store.
+    /// Returns it and its hot entries; `None` when no slot may take a segment.
     fn victim(&self, plain: bool) -> Option<(u32, Vec<Entry>)> {
         let t = self
             .recency
             .threshold(self.protected_items(), |i| self.disk.contains_key(i));
+        let mut best: Option<(u32, Vec<Entry>)> = None;
         for slot in self.alloc.lru_order() {
             let hot: Vec<Entry> = self
                 .entries_of(slot)
                 .into_iter()
                 .filter(|e| self.recency.hot(&e.item, t))
                 .collect();
-            if hot.is_empty() || (plain && hot.len() < self.per) {
+            if hot.is_empty() {
                 return Some((slot, hot));
             }
+            if plain && hot.len() < self.per && best.as_ref().is_none_or(|b| hot.len() < b.1.len())
+            {
+                best = Some((slot, hot));
+            }
         }
-        None
+        best
     }
 
     pub fn mem_bytes(&self) -> u64 {
