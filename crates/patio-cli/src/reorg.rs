@@ -124,12 +124,30 @@ pub struct Opts {
     /// model), or probed (this machine's, from `patio store probe`).
     #[arg(long, default_value = "lustre")]
     store: String,
+    /// The number of targets (servers) of the --store model instead of the preset's.
+    #[arg(long, value_name = "N")]
+    store_targets: Option<usize>,
+    /// The stripe size in KiB of the --store model instead of the preset's.
+    #[arg(long, value_name = "KIB")]
+    store_stripe_kib: Option<u64>,
     /// Pattern detector window.
     #[arg(long, default_value_t = 64)]
     window: usize,
 }
 
 impl Opts {
+    /// The model as the text report names it: the preset, and what was changed of it.
+    fn store_shown(&self) -> String {
+        let mut shown = self.store.clone();
+        if let Some(t) = self.store_targets {
+            shown += &format!(", {t} targets");
+        }
+        if let Some(k) = self.store_stripe_kib {
+            shown += &format!(", {k} KiB stripes");
+        }
+        shown
+    }
+
     fn plan_options(&self) -> Result<PlanOptions> {
         let striping = Striping::by_name(&self.store).map_err(|e| match e {
             StripingError::Probed(why) => anyhow::anyhow!("--store probed: {why}"),
@@ -139,6 +157,12 @@ impl Opts {
                 self.store
             ),
         })?;
+        let striping = crate::store_args::overridden(
+            striping,
+            &self.store,
+            self.store_targets,
+            self.store_stripe_kib,
+        )?;
         if self.window < 2 {
             anyhow::bail!("--window must be at least 2, not {}", self.window);
         }
@@ -194,12 +218,15 @@ struct PlanJson {
     physical_extents_before: u64,
     physical_extents_after: u64,
     store: String,
+    /// --store-targets and --store-stripe-kib when given (else the preset's).
+    store_targets: Option<usize>,
+    store_stripe_kib: Option<u64>,
     model_seconds_before: f64,
     model_seconds_after: f64,
     model_seconds_one_request: f64,
 }
 
-fn plan_json(p: &Plan, store: &str) -> PlanJson {
+fn plan_json(p: &Plan, opts: &Opts) -> PlanJson {
     PlanJson {
         file: p.file.display().to_string(),
         traced_file: p.traced_file.clone(),
@@ -239,7 +266,9 @@ fn plan_json(p: &Plan, store: &str) -> PlanJson {
         table_bytes: p.table_bytes,
         physical_extents_before: p.physical_extents_before,
         physical_extents_after: p.physical_extents_after,
-        store: store.to_string(),
+        store: opts.store.clone(),
+        store_targets: opts.store_targets,
+        store_stripe_kib: opts.store_stripe_kib,
         model_seconds_before: p.model_seconds_before,
         model_seconds_after: p.model_seconds_after,
         model_seconds_one_request: p.model_seconds_one_request,
@@ -366,9 +395,9 @@ pub fn run(cmd: ReorgCommand) -> Result<()> {
         } => {
             let p = make_plan(&trace, &file, &opts)?;
             if json {
-                write_stdout(&(serde_json::to_string_pretty(&plan_json(&p, &opts.store))? + "\n"))
+                write_stdout(&(serde_json::to_string_pretty(&plan_json(&p, &opts))? + "\n"))
             } else {
-                write_stdout(&plan_text(&p, &opts.store))
+                write_stdout(&plan_text(&p, &opts.store_shown()))
             }
         }
         ReorgCommand::Apply {
@@ -412,11 +441,11 @@ pub fn run(cmd: ReorgCommand) -> Result<()> {
                     pieces: applied.pieces,
                     index_bytes: applied.index_bytes,
                     seconds,
-                    plan: plan_json(&p, &opts.store),
+                    plan: plan_json(&p, &opts),
                 };
                 write_stdout(&(serde_json::to_string_pretty(&j)? + "\n"))
             } else {
-                write_stdout(&plan_text(&p, &opts.store))?;
+                write_stdout(&plan_text(&p, &opts.store_shown()))?;
                 write_stdout(&format!(
                     "wrote {}: {} in {} pieces, index {} on disk, {} s\n",
                     output.display(),

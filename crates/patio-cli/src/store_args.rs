@@ -1,5 +1,5 @@
 //! The storage-model options shared by the mounts (`patio mount prefetch`, `patio
-//! mount cache`): the flat slow store (`--latency-ms`, `--bandwidth-mbps`) or the
+//! mount cache`; `patio reorg` takes the striped ones through [`overridden`]): the flat slow store (`--latency-ms`, `--bandwidth-mbps`) or the
 //! striped model of a preset (`--store hdd|ssd|lustre`, `--store-targets`,
 //! `--store-stripe-kib`), and how it is shown.
 
@@ -46,21 +46,8 @@ impl StoreArgs {
             bail!("--concurrency must be at least 1");
         }
         if let Some(name) = &args.store {
-            let mut striping =
-                Striping::by_name(name).map_err(|e| anyhow::anyhow!("--store: {e}"))?;
-            if let Some(t) = args.store_targets {
-                striping.targets = t;
-            }
-            if let Some(k) = args.store_stripe_kib {
-                let Some(bytes) = k.checked_mul(1024) else {
-                    bail!("--store-stripe-kib {k} is too large");
-                };
-                striping.stripe_size = bytes;
-                striping.rpc_size = striping.rpc_size.min(bytes);
-            }
-            striping
-                .validate()
-                .map_err(|e| anyhow::anyhow!("--store {name}: {e}"))?;
+            let striping = Striping::by_name(name).map_err(|e| anyhow::anyhow!("--store: {e}"))?;
+            let striping = overridden(striping, name, args.store_targets, args.store_stripe_kib)?;
             return Ok(Some(StoreConfig {
                 concurrency: args.concurrency,
                 ..StoreConfig::striped(striping)
@@ -85,6 +72,31 @@ impl StoreArgs {
             )
         }))
     }
+}
+
+/// The preset `name`'s `striping` with `--store-targets` and `--store-stripe-kib`
+/// applied (RPCs stay at most one stripe), checked: every command that takes `--store`
+/// takes these two the same way.
+pub fn overridden(
+    mut striping: Striping,
+    name: &str,
+    targets: Option<usize>,
+    stripe_kib: Option<u64>,
+) -> Result<Striping> {
+    if let Some(t) = targets {
+        striping.targets = t;
+    }
+    if let Some(k) = stripe_kib {
+        let Some(bytes) = k.checked_mul(1024) else {
+            bail!("--store-stripe-kib {k} is too large");
+        };
+        striping.stripe_size = bytes;
+        striping.rpc_size = striping.rpc_size.min(bytes);
+    }
+    striping
+        .validate()
+        .map_err(|e| anyhow::anyhow!("--store {name}: {e}"))?;
+    Ok(striping)
 }
 
 /// The storage model as shown in messages.
