@@ -49,21 +49,26 @@ fn random_columns(rng: &mut Rng, n: usize) -> (Vec<u64>, Vec<u64>) {
     (offsets, vec![4096; n])
 }
 
+/// The reports of encoding `columns`, checked to write what the plain encoder writes.
+fn observed(columns: &[(&[u64], &[u64])]) -> Vec<(u64, u64)> {
+    let opts = Options::default();
+    let mut reports = Vec::new();
+    let bytes = blockset::encode_observed(columns, &Detector::default(), &opts, &mut |d, t| {
+        reports.push((d, t))
+    });
+    assert_eq!(
+        bytes,
+        blockset::encode(columns, &Detector::default(), &opts)
+    );
+    reports
+}
+
 #[test]
 fn blockset_reports_every_block_of_one_pass() {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ 3);
     let (a, la) = random_columns(&mut rng, 40_000);
     let (b, lb) = random_columns(&mut rng, 30_000);
-    let columns: Vec<(&[u64], &[u64])> = vec![(&a, &la), (&b, &lb)];
-    let opts = Options::default();
-    let mut reports = Vec::new();
-    let observed = blockset::encode_observed(&columns, &Detector::default(), &opts, &mut |d, t| {
-        reports.push((d, t))
-    });
-    assert_eq!(
-        observed,
-        blockset::encode(&columns, &Detector::default(), &opts)
-    );
+    let reports = observed(&[(&a, &la), (&b, &lb)]);
     assert_eq!(passes(&reports), vec![70_000]);
     // Random offsets fill many blocks: progress is reported along the way.
     assert!(reports.len() > 3, "{reports:?}");
@@ -75,16 +80,7 @@ fn blockset_reports_stored_requests_then_a_pass_without_copies() {
     let (a, la) = random_columns(&mut rng, 20_000);
     // The same stream twice: stored once (20,000 requests coded); the encoder also tries
     // every request coded (40,000) and keeps the smaller.
-    let columns: Vec<(&[u64], &[u64])> = vec![(&a, &la), (&a, &la)];
-    let opts = Options::default();
-    let mut reports = Vec::new();
-    let observed = blockset::encode_observed(&columns, &Detector::default(), &opts, &mut |d, t| {
-        reports.push((d, t))
-    });
-    assert_eq!(
-        observed,
-        blockset::encode(&columns, &Detector::default(), &opts)
-    );
+    let reports = observed(&[(&a, &la), (&a, &la)]);
     assert_eq!(passes(&reports), vec![20_000, 40_000]);
 }
 
