@@ -124,6 +124,20 @@ impl<'a> Values<'a> {
     /// The values of axis `j != k`, with only run ends along `k - 1` under a wrap.
     fn of(&mut self, j: usize, wrap: Wrap) -> Option<&[u64]> {
         let (l, axes, k) = (self.l, self.axes, self.k);
+        self.prepare();
+        if j + 1 == k && wrap != Wrap::None {
+            let at = usize::from(wrap == Wrap::After);
+            let ends = self.ends[at]
+                .get_or_insert_with(|| run_ends(&axes[j], l.chunk[j], wrap == Wrap::Before));
+            return Some(ends);
+        }
+        self.plain.as_ref()?[j].as_deref()
+    }
+
+    /// The strides and per-axis lists, made at the first use (also when `k` is the only
+    /// axis and no list is asked for).
+    fn prepare(&mut self) {
+        let (l, axes, k) = (self.l, self.axes, self.k);
         if self.plain.is_none() {
             self.grid = row_major_strides(&l.grid());
             self.inner = row_major_strides(&l.chunk);
@@ -138,13 +152,6 @@ impl<'a> Values<'a> {
                 .collect();
             self.plain = Some(plain);
         }
-        if j + 1 == k && wrap != Wrap::None {
-            let at = usize::from(wrap == Wrap::After);
-            let ends = self.ends[at]
-                .get_or_insert_with(|| run_ends(&axes[j], l.chunk[j], wrap == Wrap::Before));
-            return Some(ends);
-        }
-        self.plain.as_ref()?[j].as_deref()
     }
 }
 
@@ -221,6 +228,7 @@ impl Piece {
             return None;
         }
         *budget -= groups;
+        values.prepare();
         let (grid, inner) = (&values.grid, &values.inner);
         let mut at = vec![0usize; lists.len()];
         let mut lost = 0u64;
@@ -348,12 +356,12 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(1000))]
 
-        /// Chunked arrays of rank 2-3 with chunks in shuffled order (some unallocated),
+        /// Chunked arrays of rank 1-3 with chunks in shuffled order (some unallocated),
         /// tiny pages, random product requests and random removals along a random axis:
         /// the bound is never below the pages the request really loses.
         #[test]
         fn lost_pages_bound_what_a_request_loses(
-            shape in prop::collection::vec(1..13u64, 2..4),
+            shape in prop::collection::vec(1..13u64, 1..4),
             seed in any::<u64>(),
             item in prop::sample::select(vec![1u64, 2, 4, 8]),
             page in prop::sample::select(vec![4u64, 8, 16, 32, 64]),
