@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from patio.layout.flatten import (
+    HDF5_CHUNK_CACHE_BYTES,
     Chunked,
     Contiguous,
     Extents,
@@ -72,14 +73,17 @@ def layouts(draw: st.DrawFn, shape: tuple[int, ...]) -> Layout:
     if kind == "contiguous":
         return Contiguous(shape, itemsize, base)
     chunk = tuple(draw(st.integers(1, n + 1)) for n in shape)
-    lay = Chunked.in_order(shape, itemsize, chunk, draw(st.sampled_from(ORDERS)), base)
+    # Read in part (no chunk cache) or whole (chunks that fit HDF5's default cache).
+    cache = draw(st.sampled_from([0, HDF5_CHUNK_CACHE_BYTES]))
+    lay = Chunked.in_order(shape, itemsize, chunk, draw(st.sampled_from(ORDERS)), base, cache)
     if kind == "holes":
         mask = np.array(draw(st.lists(st.booleans(), min_size=len(lay.addresses),
                                       max_size=len(lay.addresses))))
-        return Chunked(shape, itemsize, chunk, np.where(mask, -1, lay.addresses))
+        return Chunked(shape, itemsize, chunk, np.where(mask, -1, lay.addresses),
+                       chunk_cache=cache)
     if kind == "shuffled":
         perm = np.array(draw(st.permutations(range(len(lay.addresses)))), dtype=np.int64)
-        return Chunked(shape, itemsize, chunk, base + perm * lay.chunk_bytes)
+        return Chunked(shape, itemsize, chunk, base + perm * lay.chunk_bytes, chunk_cache=cache)
     return lay
 
 
@@ -169,7 +173,7 @@ def test_strided_example() -> None:
 
 def test_buffer_order_crosses_chunks() -> None:
     # 4x4 in 2x2 chunks, row order: the whole array reads row by row, two chunks per row.
-    lay = Chunked.in_order((4, 4), 1, (2, 2), "row")
+    lay = Chunked.in_order((4, 4), 1, (2, 2), "row", chunk_cache=0)
     ext = flatten(lay, Selection.all((4, 4)))
     # (1,2..3) ends chunk (0,1) at byte 8 where chunk (1,0) begins: those two merge.
     assert ext.offsets.tolist() == [0, 4, 2, 6, 12, 10, 14]
@@ -179,13 +183,13 @@ def test_buffer_order_crosses_chunks() -> None:
 
 def test_row_chunks_merge_across_chunks() -> None:
     # Chunks of whole-row pieces written in row order are plain row-major storage.
-    lay = Chunked.in_order((6, 8), 4, (1, 4), "row", 64)
+    lay = Chunked.in_order((6, 8), 4, (1, 4), "row", 64, chunk_cache=0)
     assert flatten(lay, Selection.all((6, 8))) == Extents(np.array([64]), np.array([192]))
 
 
 def test_unallocated_chunks_cost_nothing() -> None:
     # Elements in unallocated chunks produce no extent, so what surrounds them merges.
-    lay = Chunked((4, 4), 8, (2, 2), np.array([0, -1, -1, 100]))
+    lay = Chunked((4, 4), 8, (2, 2), np.array([0, -1, -1, 100]), chunk_cache=0)
     ext = flatten(lay, Selection.all((4, 4)))
     assert ext == Extents(np.array([0, 100]), np.array([32, 32]))
     assert flatten(Chunked((4, 4), 8, (2, 2), np.full(4, -1)), Selection.all((4, 4))) == Extents(
@@ -274,7 +278,7 @@ def test_large_contiguous_without_enumeration() -> None:
 @pytest.mark.parametrize("order", ORDERS)
 def test_large_chunked_without_enumeration(order: str) -> None:
     shape = (4096, 4096)
-    lay = Chunked.in_order(shape, 8, (64, 64), order)
+    lay = Chunked.in_order(shape, 8, (64, 64), order, chunk_cache=0)
     box = flatten(lay, Selection.hyperslab(shape, Hyperslab.box((1000, 1000), (3048, 3048))))
     assert box.nbytes() == 2048 * 2048 * 8
     srt = flatten_sorted(lay, Selection.hyperslab(shape, Hyperslab.box((0, 0), (2048, 2048))))

@@ -48,6 +48,7 @@ static struct {
     int (*contiguous)(uint32_t, const uint64_t *, uint64_t, uint64_t, PatioLayout **);
     int (*chunked)(uint32_t, const uint64_t *, uint64_t, const uint64_t *, uint64_t,
                    const int64_t *, const uint64_t *, PatioLayout **);
+    int (*chunk_cache)(PatioLayout *, uint64_t);
     void (*layout_free)(PatioLayout *);
     int (*plan)(PatioDecider *, uint32_t, uint64_t, const uint64_t *, PatioPlan **);
     int (*plan_points)(PatioDecider *, uint32_t, uint64_t, const uint64_t *, PatioPlan **);
@@ -117,6 +118,7 @@ void pv_serve_init(void *lib)
     SYM(written, "patio_serve_written");
     SYM(contiguous, "patio_layout_contiguous");
     SYM(chunked, "patio_layout_chunked");
+    SYM(chunk_cache, "patio_layout_set_chunk_cache");
     SYM(layout_free, "patio_layout_free");
     SYM(plan, "patio_decider_plan");
     SYM(plan_points, "patio_decider_plan_points");
@@ -220,6 +222,17 @@ static PatioLayout *layout_of(void *obj, hid_t vol, int *rank_out, hsize_t *dims
         }
         free(w.addr);
         free(w.stored);
+        /* The chunk cache the dataset is read with: HDF5 reads an unfiltered chunk that
+         * fits it whole. */
+        H5VL_dataset_get_args_t ap = {.op_type = H5VL_DATASET_GET_DAPL};
+        ap.args.get_dapl.dapl_id = -1;
+        size_t slots = 0, nbytes = 0;
+        double w0 = 0;
+        if (out && H5VLdataset_get(obj, vol, &ap, H5P_DATASET_XFER_DEFAULT, NULL) >= 0) {
+            if (H5Pget_chunk_cache(ap.args.get_dapl.dapl_id, &slots, &nbytes, &w0) >= 0)
+                C.chunk_cache(out, (uint64_t)nbytes);
+            H5Pclose(ap.args.get_dapl.dapl_id);
+        }
     }
 done:
     H5E_BEGIN_TRY

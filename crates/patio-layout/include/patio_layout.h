@@ -65,6 +65,10 @@ int patio_layout_chunked(uint32_t rank, const uint64_t *shape, uint64_t itemsize
                          const uint64_t *chunk, uint64_t nchunks, const int64_t *addresses,
                          const uint64_t *stored, PatioLayout **out);
 
+/* The reader's chunk cache of `layout` in bytes (default HDF5's 1 MiB): an unfiltered
+ * chunk no larger is read whole, as HDF5 brings it into its cache; a larger one in part. */
+int patio_layout_set_chunk_cache(PatioLayout *layout, uint64_t bytes);
+
 void patio_layout_free(PatioLayout *layout);
 
 /* The byte extents of the hyperslabs under `layout`, in buffer order, consecutive ones

@@ -140,6 +140,19 @@ pub unsafe extern "C" fn patio_layout_chunked(
     })
 }
 
+/// Sets the reader's chunk cache of `layout` (bytes): unfiltered chunks no larger are
+/// read whole, as HDF5 reads them (the default is HDF5's 1 MiB).
+///
+/// # Safety
+/// `layout` is a handle from `patio_layout_contiguous/_chunked`.
+#[no_mangle]
+pub unsafe extern "C" fn patio_layout_set_chunk_cache(layout: *mut PatioLayout, bytes: u64) -> i32 {
+    guarded(|| {
+        handle_mut(layout, "layout")?.0.chunk_cache = bytes;
+        Ok(())
+    })
+}
+
 /// # Safety
 /// `layout` is null or a handle from `patio_layout_contiguous/_chunked`, freed once.
 #[no_mangle]

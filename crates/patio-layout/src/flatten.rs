@@ -8,10 +8,10 @@
 //! — and consecutive runs (chunks written back to back) are merged as they are
 //! produced. Points cost `O(points)`.
 //!
-//! Filtered storage: a chunk is read and decompressed whole, so a selection touches
-//! whole stored chunks: per grid the product of the chunk coordinates its axes touch,
-//! each chunk once, in first-touch order; [`Flat::inflated`] counts the bytes
-//! decompressed.
+//! Filtered storage, and unfiltered chunks that fit the reader's chunk cache (HDF5
+//! reads those whole into its cache): a selection touches whole stored chunks — per
+//! grid the product of the chunk coordinates its axes touch, each chunk once, in
+//! first-touch order; [`Flat::inflated`] counts the bytes decompressed (filtered only).
 //!
 //! [`merge_sorted`] gives the offset-sorted, merged extents a cost model counts.
 
@@ -23,8 +23,8 @@ use std::collections::HashSet;
 /// The extents one read touches, and the bytes it decompresses.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Flat {
-    /// `(offset, length)` in buffer order (unfiltered) or chunk first-touch order
-    /// (filtered), consecutive extents merged.
+    /// `(offset, length)` in buffer order (chunks read in part) or chunk first-touch
+    /// order (chunks read whole), consecutive extents merged.
     pub extents: Vec<(u64, u64)>,
     /// Decompressed bytes (filtered chunks read whole; 0 for unfiltered storage).
     pub inflated: u64,
@@ -75,8 +75,8 @@ pub fn flatten_pages(layout: &Layout, sel: &Selection, page: u64) -> Result<Flat
 
 fn flatten_with(layout: &Layout, sel: &Selection, page: Option<u64>) -> Result<Flat> {
     sel.check(&layout.shape)?;
-    if layout.filtered() {
-        return Ok(filtered(layout, sel));
+    if layout.whole_chunks() {
+        return Ok(whole_chunks(layout, sel));
     }
     let mut runs = Runs {
         v: Vec::new(),
@@ -278,8 +278,8 @@ fn odometer(axes: &[Vec<Step>], acc: Step, emit: &mut dyn FnMut(Step)) {
     }
 }
 
-fn filtered(layout: &Layout, sel: &Selection) -> Flat {
-    let stored = layout.stored.as_deref().unwrap_or(&[]);
+fn whole_chunks(layout: &Layout, sel: &Selection) -> Flat {
+    let stored = layout.stored.as_deref();
     let geo = Geometry::of(layout);
     let mut seen: HashSet<u64> = HashSet::new();
     let mut order: Vec<u64> = Vec::new();
@@ -329,8 +329,13 @@ fn filtered(layout: &Layout, sel: &Selection) -> Flat {
     let mut runs = Runs::default();
     for c in order {
         if let Some(a) = layout.addresses[c as usize] {
-            runs.push(a, stored[c as usize]);
-            out.inflated += layout.chunk_bytes();
+            match stored {
+                Some(sizes) => {
+                    runs.push(a, sizes[c as usize]);
+                    out.inflated += layout.chunk_bytes();
+                }
+                None => runs.push(a, layout.chunk_bytes()),
+            }
         }
     }
     out.extents = runs.v;

@@ -7,7 +7,8 @@
 //! chunked layout whose addresses follow that order, a concatenated one the layout of
 //! the small array it stores. Unfiltered chunks are row-major inside and full-size
 //! (edge chunks padded), as HDF5 stores them; a filtered chunk is read whole and
-//! decompressed whole.
+//! decompressed whole, and so is an unfiltered chunk that fits the reader's chunk cache
+//! (HDF5 brings such a chunk into its cache whole: 1 MiB by default).
 
 use crate::error::{LayoutError, Result};
 
@@ -25,7 +26,15 @@ pub struct Layout {
     pub stored: Option<Vec<u64>>,
     /// True for contiguous storage (one "chunk" the size of the array).
     pub contiguous: bool,
+    /// The reader's chunk cache (bytes): an unfiltered chunk no larger than it is read
+    /// whole into the cache, as HDF5 does (`H5D__chunk_cacheable`); a larger one is read
+    /// in part. HDF5's and h5py's default is [`HDF5_CHUNK_CACHE_BYTES`].
+    pub chunk_cache: u64,
 }
+
+/// HDF5's default raw-data chunk cache per dataset (`H5Pset_chunk_cache`'s `rdcc_nbytes`,
+/// 1 MiB; h5py's default too).
+pub const HDF5_CHUNK_CACHE_BYTES: u64 = 1 << 20;
 
 impl Layout {
     /// Row-major storage at `base`.
@@ -38,6 +47,7 @@ impl Layout {
             addresses: vec![Some(base)],
             stored: None,
             contiguous: true,
+            chunk_cache: HDF5_CHUNK_CACHE_BYTES,
         })
     }
 
@@ -101,6 +111,7 @@ impl Layout {
             addresses: addrs,
             stored: stored.map(<[u64]>::to_vec),
             contiguous: false,
+            chunk_cache: HDF5_CHUNK_CACHE_BYTES,
         })
     }
 
@@ -121,6 +132,19 @@ impl Layout {
     /// True when chunks are filtered (read and decompressed whole).
     pub fn filtered(&self) -> bool {
         self.stored.is_some()
+    }
+
+    /// True when a read brings every chunk it touches in whole: filtered chunks, and
+    /// unfiltered ones that fit the reader's chunk cache.
+    pub fn whole_chunks(&self) -> bool {
+        !self.contiguous && (self.filtered() || self.chunk_bytes() <= self.chunk_cache)
+    }
+
+    /// The same layout read with a chunk cache of `bytes` (0: unfiltered chunks are
+    /// always read in part).
+    pub fn with_chunk_cache(mut self, bytes: u64) -> Layout {
+        self.chunk_cache = bytes;
+        self
     }
 
     /// Bytes the data occupies (stored sizes for filtered chunks).

@@ -1,7 +1,8 @@
 //! Flattening and pricing against brute force: every selected element enumerated,
 //! mapped to its byte address, merged — on small arrays of every layout kind
-//! (contiguous, chunked with unallocated and reordered chunks, filtered chunks with
-//! stored sizes), for hyperslabs, products of index sets, unions and points.
+//! (contiguous, chunked with unallocated and reordered chunks read in part or whole into
+//! the reader's chunk cache, filtered chunks with stored sizes), for hyperslabs,
+//! products of index sets, unions and points.
 
 use patio_layout::{flatten, merge_sorted, Axis, Grid, Layout, Selection};
 use patio_storage::Striping;
@@ -49,15 +50,23 @@ fn reference(l: &Layout, sel: &Selection) -> (Vec<(u64, u64)>, u64) {
         Some(last) if last.0 + last.1 == o => last.1 += n,
         _ => out.push((o, n)),
     };
-    if let Some(stored) = &l.stored {
+    // Chunks read whole: filtered ones (stored sizes, decompressed), and unfiltered ones
+    // that fit the reader's chunk cache.
+    let whole = !l.contiguous && (l.stored.is_some() || l.chunk_bytes() <= l.chunk_cache);
+    if whole {
         let mut seen = HashSet::new();
         let mut inflated = 0;
         for p in pts {
             let (c, _) = chunk_of(l, &p);
             if seen.insert(c) {
                 if let Some(a) = l.addresses[c] {
-                    push(a, stored[c]);
-                    inflated += l.chunk_bytes();
+                    match &l.stored {
+                        Some(stored) => {
+                            push(a, stored[c]);
+                            inflated += l.chunk_bytes();
+                        }
+                        None => push(a, l.chunk_bytes()),
+                    }
                 }
             }
         }
@@ -142,8 +151,15 @@ fn layout(shape: Vec<u64>) -> impl Strategy<Value = Layout> {
                 }
             })
             .collect();
+        // 1: unfiltered, read in part (chunks larger than the reader's cache); 2:
+        // unfiltered, read whole (HDF5's default cache); 3: filtered.
         let stored = (kind == 3).then_some(stored.as_slice());
-        Layout::chunked(&shape, itemsize, &chunk, &addr, stored).unwrap()
+        let l = Layout::chunked(&shape, itemsize, &chunk, &addr, stored).unwrap();
+        if kind == 1 {
+            l.with_chunk_cache(0)
+        } else {
+            l
+        }
     })
 }
 
@@ -220,4 +236,20 @@ proptest! {
         prop_assert!(coarse.extents.len() <= exact.extents.len());
         prop_assert_eq!(model.page_counts(&exact.extents).unwrap(), model.page_counts(&coarse.extents).unwrap());
     }
+}
+
+#[test]
+fn an_unfiltered_chunk_that_fits_the_chunk_cache_is_read_whole() {
+    // 4 chunks of 2x2 doubles (32 B): HDF5 brings a chunk of at most its cache's size
+    // (1 MiB by default) into the cache whole, so one element costs its whole chunk.
+    let l = Layout::chunked(&[4, 4], 8, &[2, 2], &[0, 100, 200, 300], None).unwrap();
+    let one = Selection::grid(Grid::boxed(&[2, 3], &[3, 4]).unwrap());
+    let f = flatten(&l, &one).unwrap();
+    assert_eq!((f.extents.clone(), f.inflated), (vec![(300, 32)], 0));
+    // With a cache smaller than a chunk it is read in part: the element alone.
+    let part = flatten(&l.clone().with_chunk_cache(31), &one).unwrap();
+    assert_eq!(part.extents, vec![(300 + 8, 8)]);
+    // Contiguous storage has no chunks to cache.
+    let c = Layout::contiguous(&[4, 4], 8, 0).unwrap();
+    assert_eq!(flatten(&c, &one).unwrap().extents, vec![(11 * 8, 8)]);
 }

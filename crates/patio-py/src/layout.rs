@@ -148,8 +148,10 @@ impl PyLayout {
     /// Contiguous storage at `base` (when `chunk` is None), else chunked storage with
     /// `addresses` (row-major chunk-grid order, negative = not allocated) and, for
     /// filtered chunks, their `stored` sizes.
+    /// `chunk_cache`: the reader's chunk cache in bytes (HDF5's default 1 MiB when
+    /// None); unfiltered chunks no larger are read whole, as HDF5 reads them.
     #[new]
-    #[pyo3(signature = (shape, itemsize, base = 0, chunk = None, addresses = None, stored = None))]
+    #[pyo3(signature = (shape, itemsize, base = 0, chunk = None, addresses = None, stored = None, chunk_cache = None))]
     fn new(
         shape: Vec<u64>,
         itemsize: u64,
@@ -157,6 +159,7 @@ impl PyLayout {
         chunk: Option<Vec<u64>>,
         addresses: Option<&Bound<'_, PyAny>>,
         stored: Option<&Bound<'_, PyAny>>,
+        chunk_cache: Option<u64>,
     ) -> PyResult<Self> {
         let inner = match chunk {
             None => Layout::contiguous(&shape, itemsize, base),
@@ -170,6 +173,10 @@ impl PyLayout {
             }
         }
         .map_err(err)?;
+        let inner = match chunk_cache {
+            Some(bytes) => inner.with_chunk_cache(bytes),
+            None => inner,
+        };
         Ok(PyLayout { inner })
     }
 

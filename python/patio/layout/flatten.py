@@ -11,13 +11,15 @@ hands the work to the layout core (``patio-layout``, through
 * :class:`Chunked` - chunked storage, row-major inside each full-size chunk (edge chunks
   padded as HDF5 does), one byte address per chunk (``-1`` = not allocated: reads the
   fill value and costs nothing) and, for filtered (compressed) chunks, each chunk's
-  stored size: such a chunk is read and decompressed whole. :meth:`Chunked.in_order`
+  stored size: such a chunk is read and decompressed whole. An unfiltered chunk that
+  fits the reader's chunk cache (``chunk_cache``; HDF5 brings such a chunk into its
+  cache whole) is read whole too, a larger one in part. :meth:`Chunked.in_order`
   models a replica whose chunks were written back to back in row, Morton or Hilbert
   order.
 
 :func:`flatten` returns the extents in *buffer order* (the order of
-:meth:`Selection.element_coords`; for filtered chunks, the stored chunks in first-touch
-order) with consecutive extents merged; the core works per run in closed form (never per
+:meth:`Selection.element_coords`; for chunks read whole, the stored chunks in
+first-touch order) with consecutive extents merged; the core works per run in closed form (never per
 element of a hyperslab). :func:`flatten_sorted` gives the offset-sorted, merged extents
 a cost model needs, :func:`describe` the size of their pattern description, and
 :func:`flatten_reference` the brute-force per-element reference the tests compare with.
@@ -48,11 +50,16 @@ class Contiguous:
         _check_shape_itemsize(self.shape, self.itemsize)
 
 
+#: HDF5's default raw-data chunk cache per dataset (``rdcc_nbytes``; h5py's too).
+HDF5_CHUNK_CACHE_BYTES = 1 << 20
+
+
 @dataclass(frozen=True, eq=False)
 class Chunked:
     """Chunked storage: chunks of shape ``chunk`` (full-size, row-major inside), chunk
     ``c`` (row-major index in the chunk grid) at byte ``addresses[c]``; ``-1`` marks a
-    chunk that is not allocated (fill value, no I/O)."""
+    chunk that is not allocated (fill value, no I/O). A read brings each chunk it touches
+    in whole when the chunks are filtered or fit the reader's chunk cache."""
 
     shape: tuple[int, ...]
     itemsize: int
@@ -60,6 +67,9 @@ class Chunked:
     addresses: np.ndarray
     #: Stored bytes per chunk (grid order) when the chunks are filtered, else None.
     stored: np.ndarray | None = None
+    #: The reader's chunk cache (bytes): HDF5 reads an unfiltered chunk no larger whole
+    #: into its cache, a larger one in part (HDF5's and h5py's default: 1 MiB).
+    chunk_cache: int = HDF5_CHUNK_CACHE_BYTES
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
@@ -88,9 +98,10 @@ class Chunked:
 
     @staticmethod
     def in_order(shape: Sequence[int], itemsize: int, chunk: Sequence[int],
-                 order: str = "row", base: int = 0) -> Chunked:
+                 order: str = "row", base: int = 0,
+                 chunk_cache: int = HDF5_CHUNK_CACHE_BYTES) -> Chunked:
         """All chunks allocated back to back from ``base`` in ``order`` (``"row"``,
-        ``"morton"`` or ``"hilbert"`` over the chunk grid)."""
+        ``"morton"`` or ``"hilbert"`` over the chunk grid), read with ``chunk_cache``."""
         shape_t = tuple(int(n) for n in shape)
         chunk_t = tuple(int(c) for c in chunk)
         if any(c < 1 for c in chunk_t):
@@ -98,7 +109,7 @@ class Chunked:
         grid = tuple(-(-n // c) for n, c in zip(shape_t, chunk_t))
         nbytes = int(np.prod(chunk_t, dtype=np.int64)) * int(itemsize)
         addr = int(base) + curve_rank(grid, order) * nbytes
-        return Chunked(shape_t, int(itemsize), chunk_t, addr)
+        return Chunked(shape_t, int(itemsize), chunk_t, addr, None, int(chunk_cache))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Chunked):
@@ -107,7 +118,8 @@ class Chunked:
                                                              other.chunk)
                 and bool(np.array_equal(self.addresses, other.addresses))
                 and (self.stored is None) == (other.stored is None)
-                and (self.stored is None or bool(np.array_equal(self.stored, other.stored))))
+                and (self.stored is None or bool(np.array_equal(self.stored, other.stored)))
+                and self.chunk_cache == other.chunk_cache)
 
     def __hash__(self) -> int:
         return hash((self.shape, self.itemsize, self.chunk, self.addresses.tobytes()))
@@ -181,7 +193,7 @@ def native_layout(layout: Layout) -> Any:
         nat = StoredLayout(list(layout.shape), int(layout.itemsize), int(layout.base))
     elif isinstance(layout, Chunked):
         nat = StoredLayout(list(layout.shape), int(layout.itemsize), 0, list(layout.chunk),
-                           layout.addresses, layout.stored)
+                           layout.addresses, layout.stored, int(layout.chunk_cache))
     else:
         raise TypeError(f"not a layout: {type(layout).__name__}")
     object.__setattr__(layout, "_native", nat)
@@ -239,6 +251,28 @@ def describe(extents: Extents) -> dict[str, int]:
     return {"runs": n, "encoded_bytes": encoded, "raw_bytes": 16 * n}
 
 
+def _whole_chunks_reference(layout: Chunked, coords: np.ndarray) -> Extents:
+    """Chunks read whole (filtered, or fitting the chunk cache): each allocated chunk an
+    element touches, once, in first-touch order, at its stored size."""
+    offsets: list[int] = []
+    lengths: list[int] = []
+    seen: set[int] = set()
+    grid = layout.grid
+    for p in coords:
+        c = int(np.ravel_multi_index(tuple(int(x) // k for x, k in zip(p, layout.chunk)), grid))
+        if c in seen or layout.addresses[c] < 0:
+            continue
+        seen.add(c)
+        a = int(layout.addresses[c])
+        n = int(layout.stored[c]) if layout.stored is not None else layout.chunk_bytes
+        if offsets and offsets[-1] + lengths[-1] == a:
+            lengths[-1] += n
+        else:
+            offsets.append(a)
+            lengths.append(n)
+    return Extents(np.array(offsets, dtype=np.int64), np.array(lengths, dtype=np.int64))
+
+
 def flatten_reference(layout: Layout, selection: Selection) -> Extents:
     """Brute-force :func:`flatten`: enumerate every selected element
     (:meth:`Selection.element_coords`), map it to its byte address, drop those in
@@ -247,6 +281,9 @@ def flatten_reference(layout: Layout, selection: Selection) -> Extents:
     shape, itemsize, chunk, addresses = _storage(layout)
     _check_selection(shape, selection)
     coords = selection.element_coords()
+    if isinstance(layout, Chunked) and (layout.stored is not None
+                                        or layout.chunk_bytes <= layout.chunk_cache):
+        return _whole_chunks_reference(layout, coords)
     if len(shape) == 0:
         addr = np.full(len(coords), addresses[0], dtype=np.int64)
     elif len(coords) == 0:

@@ -20,7 +20,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from .flatten import Chunked, Contiguous
+from .flatten import HDF5_CHUNK_CACHE_BYTES, Chunked, Contiguous
 
 Layout = Any  # Contiguous | Chunked
 
@@ -81,7 +81,13 @@ def physical_layout(dset: h5py.Dataset) -> Layout:
         addresses[idx] = addr
         if stored is not None:
             stored[idx] = size
-    return Chunked(shape, itemsize, chunk, addresses, stored)
+    # The chunk cache this dataset is read with (HDF5 reads an unfiltered chunk that fits
+    # it whole): the open dataset's access list, or HDF5's default.
+    try:
+        cache = int(dset.id.get_access_plist().get_chunk_cache()[1])
+    except (AttributeError, ValueError, RuntimeError):
+        cache = HDF5_CHUNK_CACHE_BYTES
+    return Chunked(shape, itemsize, chunk, addresses, stored, cache)
 
 
 def stat_key(path: str | os.PathLike[str]) -> dict[str, int]:

@@ -166,7 +166,7 @@ enum Wrap {
 }
 
 impl Piece {
-    /// The pages the piece's groups can lose, summed; None for filtered storage, when
+    /// The pages the piece's groups can lose, summed; None for chunks read whole, when
     /// the groups exceed `budget` (which they use up) or the sum exceeds `limit`.
     fn pages(
         &self,
@@ -177,7 +177,7 @@ impl Piece {
         limit: u64,
     ) -> Option<u64> {
         let (l, k) = (values.l, values.k);
-        if l.filtered() {
+        if l.whole_chunks() {
             return None;
         }
         let (c, item, stride) = (l.chunk[k], l.itemsize, self.stride);
@@ -367,6 +367,7 @@ mod tests {
             page in prop::sample::select(vec![4u64, 8, 16, 32, 64]),
             holes in any::<bool>(),
             long in any::<bool>(),
+            cached in any::<bool>(),
         ) {
             let mut r = Draw(seed);
             let chunk: Vec<u64> = shape.iter().map(|&n| 1 + r.below(n)).collect();
@@ -382,7 +383,11 @@ mod tests {
                 addr[c as usize] = if holes && r.below(4) == 0 { -1 } else { at as i64 };
                 at += bytes + r.below(2) * r.below(2 * page);
             }
-            let l = Layout::chunked(&shape, item, &chunk, &addr, None).unwrap();
+            // Read in part (no chunk cache), or whole as HDF5 reads chunks that fit its
+            // cache: then the bound may decline (None), and where it answers it holds.
+            let l = Layout::chunked(&shape, item, &chunk, &addr, None)
+                .unwrap()
+                .with_chunk_cache(if cached { u64::MAX } else { 0 });
             let axes: Vec<Axis> = shape
                 .iter()
                 .map(|&n| {
@@ -401,6 +406,9 @@ mod tests {
             let (rm_set, kp_set) = (IndexSet::new(&rm, len), IndexSet::new(&kp, len));
             let bound = lost_pages(&l, page, &axes, k, (&rm_set, &kp_set), u64::MAX);
             let Some(n) = bound else {
+                if cached {
+                    return Ok(());
+                }
                 return Err(TestCaseError::fail("no bound on an unfiltered array of few groups"));
             };
             let lost = truth(&l, &axes, k, &kp, page);
@@ -419,7 +427,10 @@ mod tests {
         let addr: Vec<i64> = (0..frames)
             .map(|t| (100 + t * (frame + 20)) as i64)
             .collect();
-        let l = Layout::chunked(&[frames, atoms, 3], 4, &[1, atoms, 3], &addr, None).unwrap();
+        // Read in part: a frame's chunk larger than the reader's chunk cache.
+        let l = Layout::chunked(&[frames, atoms, 3], 4, &[1, atoms, 3], &addr, None)
+            .unwrap()
+            .with_chunk_cache(0);
         let all = |n: u64| axis(&(0..n).collect::<Vec<_>>());
         let boxed = vec![all(frames), axis(&(8..40).collect::<Vec<_>>()), all(3)];
         for (k, removed, kept) in [
