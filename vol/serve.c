@@ -477,14 +477,20 @@ static uint64_t *axis_blocks(const PatioPlan *p, uint64_t i, int32_t which, uint
     return b;
 }
 
-/* Selects grid g of side `which` of piece i in `space` (the copy's dataspace). */
+/* Selects grid g of side `which` of piece i in `space` (the copy's dataspace); its
+ * number of indices per axis into lens[rank]. */
 static int select_grid(hid_t space, const PatioPlan *p, uint64_t i, int32_t which, uint64_t g,
-                       uint32_t rank)
+                       uint32_t rank, hsize_t *lens)
 {
     uint64_t *blocks[MAX_RANK] = {0}, nb[MAX_RANK], at[MAX_RANK] = {0};
     int ok = 1;
     for (uint32_t a = 0; a < rank && ok; a++)
         ok = (blocks[a] = axis_blocks(p, i, which, g, a, &nb[a])) != NULL && nb[a] > 0;
+    for (uint32_t a = 0; a < rank && ok; a++) {
+        lens[a] = 0;
+        for (uint64_t k = 0; k < nb[a]; k++)
+            lens[a] += blocks[a][2 * k + 1];
+    }
     /* Each axis regular (equal blocks, equal spacing): one hyperslab. */
     int regular = ok;
     hsize_t start[MAX_RANK], stride[MAX_RANK], count[MAX_RANK], block[MAX_RANK];
@@ -603,8 +609,13 @@ static int64_t run_piece(entry *e, pv_obj *o, const PatioPlan *p, uint64_t i, hi
     int ok = 1;
     uint64_t ngrids = skind == PATIO_SEL_GRIDS ? scount : 1;
     for (uint64_t g = 0; g < ngrids && ok; g++) {
+        /* The dense buffer shaped as the grid (its indices per axis), so that HDF5 maps
+         * it to the copy's chunks by hyperslabs, not element by element. */
+        hsize_t lens[MAX_RANK];
+        int mrank = 1;
         if (skind == PATIO_SEL_GRIDS) {
-            ok = select_grid(space, p, i, PATIO_SOURCE, g, srank);
+            ok = select_grid(space, p, i, PATIO_SOURCE, g, srank, lens);
+            mrank = (int)srank;
         } else {
             uint64_t *pts = malloc((scount ? scount : 1) * srank * sizeof *pts), got = 0;
             ok = pts && C.coords(p, i, PATIO_SOURCE, pts, scount, &got) == PATIO_OK &&
@@ -616,8 +627,9 @@ static int64_t run_piece(entry *e, pv_obj *o, const PatioPlan *p, uint64_t i, hi
         ok = grown != NULL;
         if (ok) {
             dense = grown;
-            hsize_t kk = (hsize_t)k;
-            hid_t mem = H5Screate_simple(1, &kk, NULL);
+            if (mrank == 1)
+                lens[0] = (hsize_t)k;
+            hid_t mem = H5Screate_simple(mrank, lens, NULL);
             void *dst = dense + have;
             ok = mem >= 0 && H5VLdataset_read(1, &obj, vol, &mem_type, &mem, &space, dxpl, &dst,
                                               NULL) >= 0;
