@@ -1,5 +1,6 @@
 """``patio bench layout``: HDF5 layout replicas against the original read the best way
-h5py allows, on reduced-scale versions of the thesis' kernels (REORGANIZATION.md §A.7),
+h5py allows, on reduced-scale versions of the thesis' kernels (scattered elements,
+climate sub-planes, mass-spectrometry slices, ECoG label blocks; docs/BENCHMARKS.md),
 and the cost model's agreement with measured times.
 
 Per kernel, in one run: the kernel's clients read through ``patio.h5`` once (recorded),
