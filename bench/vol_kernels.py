@@ -179,18 +179,6 @@ def modelled(path: str, dset: str, reads: list[Any]) -> tuple[float, float]:
     return orig, chosen
 
 
-def python_reads(path: str, dset: str, reads: list[Any], through_patio: bool) -> float:
-    import patio.h5 as ph5
-
-    opener = ph5.File if through_patio else h5py.File
-    t0 = time.perf_counter()
-    with opener(path, "r") as f:
-        d = f[dset]
-        for args in reads:
-            d[args]
-    return time.perf_counter() - t0
-
-
 def probe_device(directory: Path) -> dict[str, Any]:
     """eq 3.1's constants measured on the storage holding ``directory`` (``patio layout
     probe --dir``), for ``--probe``."""
@@ -205,6 +193,8 @@ def probe_device(directory: Path) -> dict[str, Any]:
 
 def run_kernel(w: Workload, exe: Path, env: dict[str, str], work: Path, reps: int,
                device: dict[str, Any] | None = None) -> dict[str, Any]:
+    import patio.h5 as ph5
+
     kbdir = work / "kb" / w.name
     shutil.rmtree(kbdir, ignore_errors=True)
     os.environ["PATIO_LAYOUT_DIR"] = str(kbdir)
@@ -231,9 +221,9 @@ def run_kernel(w: Workload, exe: Path, env: dict[str, str], work: Path, reps: in
                 raise RuntimeError(f"{w.name}: the connector's bytes differ from the native "
                                    "connector's")
             (vol_s if through else native_s).append(r["seconds"])
-            resident.append(coldcache.drop(files))
-            (ph5_s if through else h5py_s).append(
-                python_reads(w.path, w.dset, w.apply, through_patio=through))
+            opener = (lambda: ph5.File(w.path, "r")) if through else (lambda: h5py.File(w.path, "r"))
+            (ph5_s if through else h5py_s).append(  # drops the files first
+                layout_bench._time_reads(opener, w.dset, w.apply, files))
     # One more run through the connector alone: the reads it served.
     served0 = sum(r["served_reads"] for r in layout_cli("status", w.path)["replicas"])
     replay(exe, w.path, w.dset, held_out, env)
