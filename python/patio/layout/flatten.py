@@ -27,7 +27,7 @@ a cost model needs, :func:`describe` the size of their pattern description, and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,6 +128,13 @@ class Chunked:
     def filtered(self) -> bool:
         """True when chunks are filtered (read and decompressed whole)."""
         return self.stored is not None
+
+    @property
+    def whole_chunks(self) -> bool:
+        """True when a read brings every chunk it touches in whole: filtered chunks, and
+        unfiltered ones that fit the reader's chunk cache (the core's
+        ``Layout::whole_chunks``)."""
+        return self.stored is not None or self.chunk_bytes <= self.chunk_cache
 
 
 Layout = Contiguous | Chunked
@@ -251,26 +258,34 @@ def describe(extents: Extents) -> dict[str, int]:
     return {"runs": n, "encoded_bytes": encoded, "raw_bytes": 16 * n}
 
 
-def _whole_chunks_reference(layout: Chunked, coords: np.ndarray) -> Extents:
-    """Chunks read whole (filtered, or fitting the chunk cache): each allocated chunk an
-    element touches, once, in first-touch order, at its stored size."""
+def _merged(pieces: Iterable[tuple[int, int]]) -> Extents:
+    """``(offset, length)`` pieces in order, each one that starts where the previous
+    ended merged into it."""
     offsets: list[int] = []
     lengths: list[int] = []
-    seen: set[int] = set()
-    grid = layout.grid
-    for p in coords:
-        c = int(np.ravel_multi_index(tuple(int(x) // k for x, k in zip(p, layout.chunk)), grid))
-        if c in seen or layout.addresses[c] < 0:
-            continue
-        seen.add(c)
-        a = int(layout.addresses[c])
-        n = int(layout.stored[c]) if layout.stored is not None else layout.chunk_bytes
+    for a, n in pieces:
         if offsets and offsets[-1] + lengths[-1] == a:
             lengths[-1] += n
         else:
             offsets.append(a)
             lengths.append(n)
     return Extents(np.array(offsets, dtype=np.int64), np.array(lengths, dtype=np.int64))
+
+
+def _whole_chunks_reference(layout: Chunked, coords: np.ndarray) -> Extents:
+    """Chunks read whole (filtered, or fitting the chunk cache): each allocated chunk an
+    element touches, once, in first-touch order, at its stored size."""
+    seen: set[int] = set()
+    pieces = []
+    for p in coords:
+        c = int(np.ravel_multi_index(tuple(int(x) // k for x, k in zip(p, layout.chunk)),
+                                     layout.grid))
+        if c in seen or layout.addresses[c] < 0:
+            continue
+        seen.add(c)
+        n = int(layout.stored[c]) if layout.stored is not None else layout.chunk_bytes
+        pieces.append((int(layout.addresses[c]), n))
+    return _merged(pieces)
 
 
 def flatten_reference(layout: Layout, selection: Selection) -> Extents:
@@ -281,8 +296,7 @@ def flatten_reference(layout: Layout, selection: Selection) -> Extents:
     shape, itemsize, chunk, addresses = _storage(layout)
     _check_selection(shape, selection)
     coords = selection.element_coords()
-    if isinstance(layout, Chunked) and (layout.stored is not None
-                                        or layout.chunk_bytes <= layout.chunk_cache):
+    if isinstance(layout, Chunked) and layout.whole_chunks:
         return _whole_chunks_reference(layout, coords)
     if len(shape) == 0:
         addr = np.full(len(coords), addresses[0], dtype=np.int64)
@@ -294,14 +308,4 @@ def flatten_reference(layout: Layout, selection: Selection) -> Extents:
         local = np.ravel_multi_index(tuple((coords % np.asarray(chunk)).T), chunk)
         base = addresses[cidx]
         addr = np.where(base >= 0, base + itemsize * local, -1)
-    offsets: list[int] = []
-    lengths: list[int] = []
-    for a in addr.tolist():
-        if a < 0:
-            continue
-        if offsets and offsets[-1] + lengths[-1] == a:
-            lengths[-1] += itemsize
-        else:
-            offsets.append(a)
-            lengths.append(itemsize)
-    return Extents(np.array(offsets, dtype=np.int64), np.array(lengths, dtype=np.int64))
+    return _merged((a, itemsize) for a in addr.tolist() if a >= 0)
