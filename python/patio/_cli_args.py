@@ -36,3 +36,69 @@ def deprecated_alias(
 ) -> None:
     """Accepts ``old`` as a hidden spelling of ``new`` (same ``dest``, same type)."""
     parser.add_argument(old, dest=dest, help=argparse.SUPPRESS, action=_Deprecated, new=new, **kw)
+
+
+STORE_PRESETS = ("lustre", "hdd", "ssd", "probed")
+
+
+def add_store_options(
+    parser: argparse.ArgumentParser,
+    default: str | None = "lustre",
+    dest: str = "store",
+    help: str | None = None,
+) -> None:
+    """``--store PRESET`` with ``--store-targets N`` and ``--store-stripe-kib KIB``, as
+    the Rust commands spell them (docs/CLI.md, "Shared options"); the model they name
+    is :func:`store_model` of the parsed arguments."""
+    parser.add_argument(
+        "--store",
+        dest=dest,
+        metavar="PRESET",
+        default=default,
+        help=help
+        or "striped storage model preset: lustre, hdd, ssd, or probed (this machine's, "
+        f"measured by `patio store probe`); default {default}",
+    )
+    parser.add_argument(
+        "--store-targets",
+        type=int,
+        metavar="N",
+        help="with --store: the number of targets (servers) instead of the preset's",
+    )
+    parser.add_argument(
+        "--store-stripe-kib",
+        type=int,
+        metavar="KIB",
+        help="with --store: the stripe size in KiB instead of the preset's (RPCs stay at "
+        "most one stripe)",
+    )
+
+
+def store_model(preset: str, targets: int | None = None, stripe_kib: int | None = None) -> Any:
+    """The :class:`patio._native.StorageModel` of ``preset`` with ``--store-targets`` and
+    ``--store-stripe-kib`` applied by the storage model's own rule
+    (``Striping::with_overrides``); a bad name or value is a ``ValueError`` whose
+    message names the option."""
+    from patio._native import StorageModel
+
+    try:
+        model = StorageModel.preset(preset)
+    except ValueError as e:
+        raise ValueError(f"--store: {e}") from None
+    if targets is None and stripe_kib is None:
+        return model
+    try:
+        return model.with_overrides(targets=targets, stripe_kib=stripe_kib)
+    except (ValueError, OverflowError) as e:
+        raise ValueError(f"--store {preset}: {e}") from None
+
+
+def store_model_of(args: argparse.Namespace, dest: str = "store") -> Any:
+    """:func:`store_model` of the options :func:`add_store_options` added to a parser
+    (``None`` when ``--store`` has no default and is not given)."""
+    preset = getattr(args, dest)
+    if preset is None:
+        if args.store_targets is not None or args.store_stripe_kib is not None:
+            raise ValueError("--store-targets and --store-stripe-kib need --store PRESET")
+        return None
+    return store_model(preset, args.store_targets, args.store_stripe_kib)

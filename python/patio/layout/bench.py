@@ -50,6 +50,7 @@ import h5py
 import numpy as np
 
 from .. import _coldcache as coldcache
+from .._cli_args import add_store_options, store_model_of
 from . import cost as costmodel
 from . import device, h5sel, planner, replicas
 from .decide import Decider
@@ -633,9 +634,7 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kernel", action="append", choices=KERNELS,
                    help="kernel to run (repeatable; default all)")
-    p.add_argument("--store", default="lustre",
-                   help="storage model preset (lustre, hdd, ssd, probed: this machine's, "
-                   "from `patio store probe`)")
+    add_store_options(p)
     p.add_argument("--seed", type=int, default=1,
                    help="seed of the learned draw of each kernel's queries; the held-out "
                    "draw uses seed + 1")
@@ -662,7 +661,7 @@ def main(argv: list[str]) -> int:
               "least 0", file=sys.stderr)
         return 2
     try:
-        model = costmodel.storage_model(a.store)
+        model = store_model_of(a)
     except ValueError as e:
         print(f"patio bench layout: error: {e}", file=sys.stderr)
         return 2
