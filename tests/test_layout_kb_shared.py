@@ -423,3 +423,30 @@ def test_rows_of_logs_removed_by_a_killed_merge_go_a_day_later(tmp_path: Path,
         names = [r[0] for r in kb.db.execute("SELECT name FROM record_log")]
         assert "h.1-aa.log" in names and "h.2-bb.log" not in names
     assert total_reads(p) == 2
+
+
+def test_closing_recorders_merge_once_enough_logs_wait(tmp_path: Path, layout_dir: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A closing recorder leaves its finished log to a later merge until
+    MERGE_AT_CLOSE_LOGS logs wait; the one that finds that many merges them all, and
+    every read is counted once."""
+    from patio.layout import kb as kbmod
+
+    monkeypatch.setattr(kbmod, "MERGE_AT_CLOSE_LOGS", 4)
+    p = tmp_path / "c.h5"
+    make_file(p)
+    sel = Selection.hyperslab(SHAPE, Hyperslab.box((1, 0), (2, 8)))
+    for i in range(3):
+        kb = KnowledgeBase(p)
+        kb.record([("/a", sel, 64, 1, "r", float(i), 0.0)] * (i + 1))
+        kb.close()
+        assert kb.pending_logs() == i + 1  # finished, not merged
+        with KnowledgeBase(p) as peek:
+            assert peek.raw_rows() == 0 and not peek.patterns()
+    kb = KnowledgeBase(p)
+    kb.record([("/a", sel, 64, 1, "r", 9.0, 0.0)] * 4)
+    kb.close()  # the fourth log: all four merged and removed
+    assert kb.pending_logs() == 0
+    with KnowledgeBase(p) as after:
+        assert after.raw_rows() == 1 + 2 + 3 + 4
+    assert total_reads(p) == 10

@@ -166,10 +166,13 @@ class _Session:
             return
         try:
             self.kb.record(self.records)
-            for rid, (uses, benefit) in self.benefit.items():
+            if self.benefit:  # one write transaction for every replica used
+                now = time.time()
                 with self.kb.transaction() as db:
-                    db.execute("UPDATE replica SET uses=uses+?, last_used=?, "
-                               "benefit=benefit+? WHERE id=?", (uses, time.time(), benefit, rid))
+                    db.executemany("UPDATE replica SET uses=uses+?, last_used=?, "
+                                   "benefit=benefit+? WHERE id=?",
+                                   [(uses, now, benefit, rid)
+                                    for rid, (uses, benefit) in self.benefit.items()])
         except Exception as e:  # noqa: BLE001 - recording must never fail a read
             warnings.warn(f"patio.h5: {self.path}: reads not recorded: {e}", LayoutWarning,
                           stacklevel=4)

@@ -10,7 +10,8 @@ reached through several mounts, so:
 * **Recording never writes the database.** Each recording process appends its reads to
   a record log of its own (:mod:`patio.layout.kblog`); :meth:`KnowledgeBase.merge`
   moves them into ``access`` (at ``compact``, so at ``layout status|advise|build``, and
-  when a recording process closes and nobody else holds the database), each log's
+  when a recording process closes, MERGE_AT_CLOSE_LOGS logs wait and nobody else holds
+  the database), each log's
   merged offset advancing in the same transaction as its rows are inserted, so every
   read is counted exactly once; a log is removed only after that transaction committed.
 * **The database uses a rollback journal (``DELETE``) with dot-file locking**
@@ -61,6 +62,10 @@ COMPACT_THRESHOLD = 512
 #: further log: no transaction holds the lock anywhere near LOCK_STALE_SECONDS.
 MERGE_ROWS = 50_000
 MERGE_SECONDS = 10.0
+#: Finished record logs that make a closing recorder merge them (when nobody else holds
+#: the database): a merge commits twice (its rows, then the logs' removal), which costs
+#: a recorder tens of milliseconds, so closing pays it once per this many recorders.
+MERGE_AT_CLOSE_LOGS = 32
 #: A database lock (``kb.sqlite.lock``) older than this was left by a killed process.
 LOCK_STALE_SECONDS = 60.0
 BUSY_MS = 10_000
@@ -284,9 +289,10 @@ class KnowledgeBase:
                                 (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
-        """Ends this process's record log and, when nobody else holds the database at
-        this moment, merges what the finished logs hold."""
-        if self.log.finish():
+        """Ends this process's record log and, when MERGE_AT_CLOSE_LOGS logs or more wait
+        and nobody else holds the database at this moment, merges what the finished logs
+        hold (``compact`` merges every log in any case)."""
+        if self.log.finish() and self.pending_logs() >= MERGE_AT_CLOSE_LOGS:
             try:
                 self.merge(wait=False)
             except (KnowledgeBaseError, sqlite3.Error, OSError):
