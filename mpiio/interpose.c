@@ -48,6 +48,8 @@ EXPORT int MPI_File_open(MPI_Comm comm, const char *name, int amode, MPI_Info in
         f->trace = all[1];
         if ((all[0] || all[1]) && P(Comm_dup)(comm, &f->comm) == MPI_SUCCESS)
             f->own_comm = 1;
+        if (f->serving)
+            shared_open(f); /* collective: every rank serves */
         const char *stats = getenv("PATIO_MPIIO_STATS");
         f->stats = stats && *stats;
         view_default(&f->view);
@@ -71,6 +73,7 @@ static void finish(pfile_t *f)
     if (f->stats)
         stats_write(f);
     serve_close(f);
+    shared_close(f);
     view_free(&f->view);
     if (f->own_comm)
         P(Comm_free)(&f->comm);
@@ -111,6 +114,9 @@ EXPORT int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype,
     mpiio_depth++;
     f->view_ok = view_set(&f->view, disp, etype, filetype) == 0;
     f->pos = 0;
+    if (f->serving && f->shared_ok && P(Barrier)(f->comm) == MPI_SUCCESS && f->rank == 0)
+        shared_set(f, 0); /* when every rank is done with the old view's pointer; the
+                             others see it after the allreduce below */
     if (f->serving) {
         /* collective: every rank keeps serving, or none does (native data
          * representation only: another one converts bytes) */
@@ -173,7 +179,98 @@ EXPORT int MPI_File_get_size(MPI_File fh, MPI_Offset *size)
     return P(File_get_size)(fh, size);
 }
 
-EXPORT int MPI_File_sync(MPI_File fh) { return P(File_sync)(fh); }
+/* A served file whose pointers the layer keeps, or NULL. */
+static pfile_t *serving(MPI_File fh)
+{
+    pfile_t *f = WATCHING() && !mpiio_depth ? files_find(fh) : NULL;
+    return f && f->serving ? f : NULL;
+}
+
+EXPORT int MPI_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence)
+{
+    pfile_t *f = serving(fh);
+    if (!f || !f->shared_ok)
+        return P(File_seek_shared)(fh, offset, whence);
+    /* collective, every rank with the same arguments: once every rank is done with the
+     * pointer as it was (a barrier), rank 0 moves it, and tells the others */
+    mpiio_depth++;
+    int rc = P(Barrier)(f->comm);
+    if (rc == MPI_SUCCESS && f->rank == 0) {
+        MPI_Offset at = offset, now = 0, size = 0;
+        if (whence == MPI_SEEK_CUR && (rc = shared_get(f, &now)) == MPI_SUCCESS)
+            at = now + offset;
+        else if (whence == MPI_SEEK_END && (rc = P(File_get_size)(fh, &size)) == MPI_SUCCESS)
+            at = (MPI_Offset)(view_bytes_before(&f->view, (uint64_t)size) /
+                              (uint64_t)f->view.etype_size) + offset;
+        else if (whence != MPI_SEEK_SET && whence != MPI_SEEK_CUR && whence != MPI_SEEK_END)
+            rc = MPI_ERR_ARG;
+        if (rc == MPI_SUCCESS && at < 0)
+            rc = MPI_ERR_ARG;
+        if (rc == MPI_SUCCESS)
+            rc = shared_set(f, at);
+    }
+    int err = P(Bcast)(&rc, 1, H.int_, 0, f->comm);
+    mpiio_depth--;
+    return err != MPI_SUCCESS ? err : rc;
+}
+
+EXPORT int MPI_File_get_position_shared(MPI_File fh, MPI_Offset *offset)
+{
+    pfile_t *f = serving(fh);
+    if (!f || !f->shared_ok)
+        return P(File_get_position_shared)(fh, offset);
+    mpiio_depth++;
+    int rc = shared_get(f, offset);
+    mpiio_depth--;
+    return rc;
+}
+
+/* MPI's sync-barrier-sync rule: after a sync at which any rank had written the file, every
+ * rank must be able to see the writes, so no rank is served any more. Collective. */
+EXPORT int MPI_File_sync(MPI_File fh)
+{
+    int rc = P(File_sync)(fh);
+    pfile_t *f = serving(fh);
+    if (rc != MPI_SUCCESS || !f)
+        return rc;
+    mpiio_depth++;
+    int any = 1;
+    if (!f->own_comm || P(Allreduce)(&f->wrote, &any, 1, H.int_, H.max, f->comm) != MPI_SUCCESS)
+        any = 1;
+    if (any)
+        serve_stop(f);
+    mpiio_depth--;
+    return rc;
+}
+
+/* Atomic mode: every write is seen by every rank at once: no rank is served. */
+EXPORT int MPI_File_set_atomicity(MPI_File fh, int flag)
+{
+    int rc = P(File_set_atomicity)(fh, flag);
+    pfile_t *f = serving(fh);
+    if (rc == MPI_SUCCESS && f && flag)
+        serve_stop(f);
+    return rc;
+}
+
+/* A new size or preallocated blocks change what the original holds. */
+EXPORT int MPI_File_set_size(MPI_File fh, MPI_Offset size)
+{
+    int rc = P(File_set_size)(fh, size);
+    pfile_t *f = serving(fh);
+    if (f)
+        serve_stop(f);
+    return rc;
+}
+
+EXPORT int MPI_File_preallocate(MPI_File fh, MPI_Offset size)
+{
+    int rc = P(File_preallocate)(fh, size);
+    pfile_t *f = serving(fh);
+    if (f)
+        serve_stop(f);
+    return rc;
+}
 
 /* ---- the read and write families ---- */
 #define AT_CALL(name, code, B)                                                             \

@@ -1,15 +1,23 @@
 /*
  * io.c — the read and write families of MPI-IO on watched files: served from the
- * reorganized container (reads with an explicit offset or the individual file pointer
- * on a served file), or passed through to MPI, and traced as MPIIO records.
+ * reorganized container, or passed through to MPI, and traced as MPIIO records.
  *
  * Semantics decided here:
- *  - Served files keep their individual file pointer here (the real one is not moved);
- *    it advances by the etypes requested (a read cut short at the end of the file
- *    included), as Open MPI's does.
- *    Collective (_all) reads need no exchange: each rank reads its own extents.
- *  - Shared-pointer and ordered reads pass through to the original file: the bytes
- *    are the same (the container is current), and the shared pointer lives in MPI.
+ *  - While a file is served the layer keeps its file pointers (MPI's are never moved):
+ *    the individual one here, the shared one in shared.c. A pointer advances by the
+ *    etypes requested (a read cut short at the end of the file included), as Open MPI's
+ *    does. Every call then has an explicit position: reads are served there, writes are
+ *    issued to MPI as the explicit-offset call of the same kind (collective stays
+ *    collective, nonblocking stays nonblocking).
+ *  - Collective (_all, ordered) reads need no exchange: each rank reads its own extents.
+ *  - Writes of a served file go to the original (the one copy every program reads; its
+ *    new version makes the container stale for the next open). MPI's consistency rules
+ *    decide who must see them: the writing rank at once (its reads then read the
+ *    original), the other ranks after MPI_File_sync (interpose.c: after a sync at which
+ *    any rank had written, no rank is served), in atomic mode at once (no rank is served
+ *    once atomicity is set), and the next opener (the container is stale then).
+ *  - Shared-pointer and ordered calls are served at the layer's shared pointer; when
+ *    the MPI could not make its window they pass through to the original.
  *  - Nonblocking reads of a served file are served at the call and return a completed
  *    generalized request; split collectives are served at begin, their status is
  *    given at end.
@@ -19,8 +27,9 @@
  *    one: the other ranks may still be served).
  *  - Records of blocking calls carry the bytes moved; of nonblocking and split calls
  *    (passed through), the bytes requested, timed at the call.
- *  - Shared-pointer positions are read just before the call (another rank may move the
- *    pointer in between); ordered calls add the bytes of lower ranks (MPI_Exscan).
+ *  - Shared-pointer positions of calls passed through are read just before the call
+ *    (another rank may move the pointer in between); ordered calls add the bytes of
+ *    lower ranks (MPI_Exscan).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -97,24 +106,20 @@ static uint64_t requested(MPI_Datatype dt, int count)
     return (uint64_t)size * (uint64_t)count;
 }
 
-/* A served read; 0 when answered, -1 when the caller must read the original. */
-static int served(pfile_t *f, int base, MPI_Offset off, void *buf, int count, MPI_Datatype dt,
+/* A served read at view etype `at`; 0 when answered, -1 when the caller must read the
+ * original. */
+static int served(pfile_t *f, int base, MPI_Offset at, void *buf, int count, MPI_Datatype dt,
                   MPI_Status *st, MPI_Request *req, int *rc)
 {
-    int mode = mode_of(base);
-    int64_t es = f->view.etype_size;
-    MPI_Offset at = mode == AT ? off : f->pos;
     extents_t e;
     memset(&e, 0, sizeof e);
     uint64_t got = 0, t0 = mpiio_now_ns();
-    if (serve_read(f, (uint64_t)at * (uint64_t)es, buf, count, dt, &got, &e)) {
+    if (serve_read(f, (uint64_t)at * (uint64_t)f->view.etype_size, buf, count, dt, &got, &e)) {
         extents_free(&e);
         return -1;
     }
     trace_extents(f, 0, base, &e, got, t0, mpiio_now_ns());
     extents_free(&e);
-    if (mode == INDIV) /* by the data requested, as Open MPI does, even when cut short */
-        f->pos += (MPI_Offset)(requested(dt, count) / (uint64_t)es);
     if (is_nonblocking(base)) {
         *rc = completed_request(got, req);
     } else if (is_begin(base)) {
@@ -128,15 +133,12 @@ static int served(pfile_t *f, int base, MPI_Offset off, void *buf, int count, MP
     return 0;
 }
 
-/* A read of a file whose serving stopped (its container failed under the program):
- * the original, with the independent explicit-offset call at the layer's own file
- * pointer, whatever the call was, so that no rank enters a collective the others
- * (still served) do not. */
-static int fallback(pfile_t *f, int base, MPI_Offset off, void *buf, int count, MPI_Datatype dt,
+/* A read of a served file at view etype `at` that the container does not answer (its
+ * serving stopped): the original, with the independent explicit-offset call, whatever
+ * the call was, so that no rank enters a collective the others (still served) do not. */
+static int fallback(pfile_t *f, int base, MPI_Offset at, void *buf, int count, MPI_Datatype dt,
                     MPI_Status *st, MPI_Request *req)
 {
-    int mode = mode_of(base);
-    MPI_Offset at = mode == AT ? off : f->pos;
     MPI_Status local;
     uint64_t t0 = mpiio_now_ns();
     int rc = real_call(C_READ_AT, f->fh, at, buf, count, dt, &local, NULL);
@@ -153,8 +155,6 @@ static int fallback(pfile_t *f, int base, MPI_Offset off, void *buf, int count, 
     extents_free(&e);
     if (rc != MPI_SUCCESS)
         return rc;
-    if (mode == INDIV)
-        f->pos += (MPI_Offset)(requested(dt, count) / (uint64_t)f->view.etype_size);
     if (is_nonblocking(base))
         return completed_request((uint64_t)got, req);
     if (is_begin(base)) {
@@ -164,6 +164,84 @@ static int fallback(pfile_t *f, int base, MPI_Offset off, void *buf, int count, 
         *st = local;
     }
     return MPI_SUCCESS;
+}
+
+/* The explicit-offset call of the same kind as `base` (collective, nonblocking, split). */
+static int explicit_of(int base)
+{
+    switch (base) {
+    case C_READ_AT: case C_READ: case C_READ_SHARED:
+        return C_READ_AT;
+    case C_READ_AT_ALL: case C_READ_ALL: case C_READ_ORDERED:
+        return C_READ_AT_ALL;
+    case C_IREAD_AT: case C_IREAD: case C_IREAD_SHARED:
+        return C_IREAD_AT;
+    case C_IREAD_AT_ALL: case C_IREAD_ALL:
+        return C_IREAD_AT_ALL;
+    default:
+        return C_READ_AT_ALL_BEGIN;
+    }
+}
+
+/* A write of a served file at view etype `at`: to the original, as the explicit-offset
+ * call of its kind; this rank's reads of the file read the original from now on. */
+static int kept_write(pfile_t *f, int call, MPI_Offset at, const void *buf, int count,
+                      MPI_Datatype dt, MPI_Status *st, MPI_Request *req)
+{
+    int base = call - 20, real = C_WRITE(explicit_of(base));
+    f->wrote = 1;
+    serve_stop(f);
+    f->passed_calls++;
+    MPI_Status local;
+    int blocking = !is_nonblocking(base) && !is_begin(base);
+    MPI_Status *use = blocking && st == MPI_STATUS_IGNORE ? &local : st;
+    uint64_t t0 = mpiio_now_ns();
+    int rc = real_call(real, f->fh, at, buf, count, dt, use, req);
+    uint64_t t1 = mpiio_now_ns(), moved = requested(dt, count);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (is_begin(base))
+        f->split_real = real;
+    MPI_Count n;
+    if (blocking && P(Get_elements_x)(use, H.byte, &n) == MPI_SUCCESS && n != MPI_UNDEFINED)
+        moved = (uint64_t)n;
+    if (f->trace) {
+        extents_t e;
+        memset(&e, 0, sizeof e);
+        if (view_extents(&f->view, (uint64_t)at * (uint64_t)f->view.etype_size, moved, &e) == 0)
+            trace_extents(f, 1, call, &e, moved, t0, t1);
+        extents_free(&e);
+    }
+    return rc;
+}
+
+/* A call on a served file whose position the layer keeps (explicit offset, individual
+ * pointer, or the shared pointer when shared.c keeps it). */
+static int kept(pfile_t *f, int call, MPI_Offset off, const void *buf, int count,
+                MPI_Datatype dt, MPI_Status *st, MPI_Request *req)
+{
+    int write = call >= C_WRITE_AT, base = write ? call - 20 : call, rc = MPI_SUCCESS;
+    int64_t etypes = (int64_t)(requested(dt, count) / (uint64_t)f->view.etype_size);
+    MPI_Offset at = off;
+    switch (mode_of(base)) {
+    case INDIV: /* by the data requested, as Open MPI does, even when cut short */
+        at = f->pos;
+        f->pos += etypes;
+        break;
+    case SHARED:
+        rc = shared_add(f, etypes, &at);
+        break;
+    case ORDERED:
+        rc = shared_ordered(f, etypes, &at);
+        break;
+    }
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (write)
+        return kept_write(f, call, at, buf, count, dt, st, req);
+    if (f->served && served(f, base, at, (void *)buf, count, dt, st, req, &rc) == 0)
+        return rc;
+    return fallback(f, base, at, (void *)buf, count, dt, st, req);
 }
 
 /* View data byte where a passed-through call starts; -1 when unknown. An ordered call
@@ -204,10 +282,15 @@ int mpiio_io(int call, MPI_File fh, MPI_Offset off, const void *buf, int count, 
      * files prefetched but not served: independent explicit-offset reads (MPI keeps the
      * pointer, and every rank takes part in collective calls whatever its prefetching) */
     f->independent = !is_collective(base);
-    if (!write && ((f->serving && (mode == AT || mode == INDIV)) ||
-                   (f->prefetch && mode == AT && f->independent))) {
-        if (!(f->served || f->prefetch) ||
-            served(f, base, off, (void *)buf, count, dt, st, req, &rc) != 0)
+    if (f->serving && (mode == AT || mode == INDIV || f->shared_ok)) {
+        rc = kept(f, call, off, buf, count, dt, st, req);
+        mpiio_depth--;
+        return rc;
+    }
+    /* a file prefetched but not served: independent explicit-offset reads (MPI keeps the
+     * pointers, and every rank takes part in collective calls whatever its prefetching) */
+    if (!write && f->prefetch && mode == AT && f->independent) {
+        if (served(f, base, off, (void *)buf, count, dt, st, req, &rc) != 0)
             rc = fallback(f, base, off, (void *)buf, count, dt, st, req);
         mpiio_depth--;
         return rc;
@@ -247,6 +330,10 @@ int mpiio_split_end(int call, MPI_File fh, const void *buf, MPI_Status *st)
         f->split_served = 0;
         status_set_bytes(st, f->split_bytes);
         return MPI_SUCCESS;
+    }
+    if (f && f->split_real) { /* a served file's write, begun at an explicit offset */
+        call = f->split_real;
+        f->split_real = 0;
     }
     void *b = (void *)buf;
     switch (call) {

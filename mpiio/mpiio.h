@@ -9,7 +9,8 @@
  *
  * Modules: runtime.c (symbol lookup, the Open MPI check, warnings), files.c (the table
  * of files the layer watches), flatten.c (datatypes and file views → byte runs),
- * serve.c (libpatio_reorg.so: the serving decision, reads, statistics), trace.c (MPIIO
+ * serve.c (libpatio_reorg.so: the serving decision, reads, statistics), shared.c (the
+ * shared file pointer the layer keeps for served files), trace.c (MPIIO
  * records through libpatio_trace.so), io.c (the read/write families), interpose.c (the
  * MPI_File_* entry points).
  */
@@ -54,7 +55,9 @@ int mpiio_load_library(const char *name, const char *env, const char *const *nam
 struct mpiio_handles {
     MPI_Datatype byte, int_, long_long;
     MPI_Comm self;
-    MPI_Op min, sum;
+    MPI_Op min, sum, max, no_op, replace;
+    MPI_Info info_null;
+    MPI_Errhandler errors_return;
 };
 extern struct mpiio_handles H;
 
@@ -129,7 +132,15 @@ typedef struct pfile {
     char path[PATH_MAX];        /* absolute, symbolic links resolved (for records) */
     int trace;                  /* MPIIO records go to libpatio_trace.so */
     int stats;                  /* PATIO_MPIIO_STATS is set */
-    int serving;                /* the ranks agreed to serve: reads go through the layer */
+    int serving;                /* the ranks agreed to serve: reads go through the layer,
+                                   which keeps the individual (and shared) file pointers */
+    int rank;                   /* this rank in comm (while serving) */
+    MPI_Win shared_win;         /* shared.c: the shared file pointer, on rank 0 … */
+    int64_t *shared_mem;
+    int shared_ok;              /* … kept by the layer (every rank created the window) */
+    int wrote;                  /* this rank wrote the file while serving: its reads, and
+                                   after the next sync every rank's, read the original */
+    int split_real;             /* the begin call a split collective write was issued as */
     PatioReorgFile *served;     /* the container; NULL once a read of it failed */
     int view_ok;                /* the current view is flattened */
     view_t view;
@@ -183,6 +194,27 @@ void stats_write(pfile_t *f);
 int serve_extents(pfile_t *f, const uint64_t *v, size_t n, void *dest, uint64_t *got, char *msg,
                   size_t msg_len);
 uint64_t serve_size(pfile_t *f);
+
+/* Stops serving `f` for this rank: its reads then go to the original, at the layer's
+ * pointers (a write, a sync after another rank's write, atomic mode, a new size). */
+void serve_stop(pfile_t *f);
+
+/* ---- shared.c ---- */
+/* Collective over f->comm, after the ranks agreed to serve: the window holding the
+ * layer's shared file pointer (0). Sets f->shared_ok on every rank alike; when the MPI
+ * cannot make the window, shared-pointer calls pass through to MPI. */
+void shared_open(pfile_t *f);
+/* Collective (MPI_File_close). */
+void shared_close(pfile_t *f);
+/* Atomically the shared pointer before adding `etypes`; an MPI error code. */
+int shared_add(pfile_t *f, int64_t etypes, MPI_Offset *before);
+/* The shared pointer. */
+int shared_get(pfile_t *f, MPI_Offset *at);
+/* Sets the shared pointer (called by one rank; the caller synchronises the others). */
+int shared_set(pfile_t *f, MPI_Offset at);
+/* Collective: the ordered-access position of this rank's `etypes` (the ranks' requests
+ * one after another in rank order from the shared pointer, which then moves past all). */
+int shared_ordered(pfile_t *f, int64_t etypes, MPI_Offset *at);
 
 /* ---- prefetch.c ---- */
 /* After the open's agreement: PATIO_MPIIO_PREFETCH=POLICY gives a file opened read-only

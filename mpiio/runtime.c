@@ -103,6 +103,9 @@ static int check(void)
     void *byte = mpiio_resolve("ompi_mpi_byte"), *self = mpiio_resolve("ompi_mpi_comm_self");
     void *i = mpiio_resolve("ompi_mpi_int"), *ll = mpiio_resolve("ompi_mpi_long_long_int");
     void *mn = mpiio_resolve("ompi_mpi_op_min"), *sm = mpiio_resolve("ompi_mpi_op_sum");
+    void *mx = mpiio_resolve("ompi_mpi_op_max"), *nop = mpiio_resolve("ompi_mpi_op_no_op");
+    void *rep = mpiio_resolve("ompi_mpi_op_replace"), *inull = mpiio_resolve("ompi_mpi_info_null");
+    void *eret = mpiio_resolve("ompi_mpi_errors_return");
     char version[MPI_MAX_LIBRARY_VERSION_STRING] = "an unknown MPI library";
     int len = 0;
     __typeof__(PMPI_Get_library_version) *getv =
@@ -118,7 +121,7 @@ static int check(void)
                    version, OMPI_MAJOR_VERSION);
         return 0;
     }
-    if (!byte || !self || !i || !ll || !mn || !sm) {
+    if (!byte || !self || !i || !ll || !mn || !sm || !mx || !nop || !rep || !inull || !eret) {
         mpiio_warn("%s lacks Open MPI's predefined handles (ompi_mpi_byte, …); every MPI-IO "
                    "call passes through untouched", version);
         return 0;
@@ -129,6 +132,11 @@ static int check(void)
     H.long_long = (MPI_Datatype)ll;
     H.min = (MPI_Op)mn;
     H.sum = (MPI_Op)sm;
+    H.max = (MPI_Op)mx;
+    H.no_op = (MPI_Op)nop;
+    H.replace = (MPI_Op)rep;
+    H.info_null = (MPI_Info)inull;
+    H.errors_return = (MPI_Errhandler)eret;
     return 1;
 }
 

@@ -1,12 +1,13 @@
 /*
  * serve.c — reads of registered reorganized files, through libpatio_reorg.so.
  *
- * At MPI_File_open of a file opened without write access the layer asks
- * libpatio_reorg.so whether the file is registered and current (patio_reorg_open), and
- * the ranks of the file's communicator agree (interpose.c, one allreduce): either every
- * rank serves the file or none does, so a collective read never has some ranks inside
- * MPI and others not. A file opened for writing is never served: its writes go to the original,
- * which makes the container stale (patio's file-version rule) for the next open.
+ * At MPI_File_open of a file opened read-only or read-write (not write-only, not for
+ * appending) the layer asks libpatio_reorg.so whether the file is registered and
+ * current (patio_reorg_open), and the ranks of the file's communicator agree
+ * (interpose.c, one allreduce): either every rank serves the file or none does, so a
+ * collective read never has some ranks inside MPI and others not. Writes go to the
+ * original (io.c says who reads the original after one); its new version makes the
+ * container stale (patio's file-version rule) for the next open.
  *
  * libpatio_reorg.so is loaded with dlopen from $PATIO_REORG_LIB, or else from the
  * directory libpatio_mpiio.so itself was loaded from. Missing → one warning, nothing is
@@ -63,8 +64,8 @@ static const char *reason(const char *name, const char *msg)
 
 PatioReorgFile *serve_try(const char *name, int amode)
 {
-    if (amode & (MPI_MODE_WRONLY | MPI_MODE_RDWR))
-        return NULL; /* writes go to the original; its new version makes the container stale */
+    if (amode & (MPI_MODE_WRONLY | MPI_MODE_APPEND))
+        return NULL; /* nothing to read, or pointers that start at the end: MPI's */
     PatioReorgFile *h = NULL;
     if (load_reorg()) {
         char msg[512] = "";
@@ -108,6 +109,12 @@ void serve_close(pfile_t *f)
         R.close(f->served);
         f->served = NULL;
     }
+}
+
+void serve_stop(pfile_t *f)
+{
+    prefetch_close(f);
+    serve_close(f);
 }
 
 int serve_extents(pfile_t *f, const uint64_t *v, size_t n, void *dest, uint64_t *got, char *msg,

@@ -36,8 +36,8 @@ BLOCK, TRANSFER, SEGMENTS = 16384, 2048, 3
 # tile_reader geometry: TILES_X × TILES_Y tiles of TILE_H rows × TILE_W elements of ELEM bytes
 TILES_X, TILES_Y, TILE_W, TILE_H, ELEM = 2, 2, 24, 16, 8
 IOR_MODES = ["at", "at_all", "iread_at", "seek", "split", "nb", "view", "ordered", "shared"]
-# shared-pointer reads pass through to the original even on a served file
-PASSED_MODES = ("ordered", "shared")
+# shared-pointer modes: a block a call, then one block more after MPI_File_seek_shared
+SHARED_MODES = ("ordered", "shared")
 TILE_MODES = ["all", "indep", "rows"]
 
 
@@ -141,6 +141,8 @@ def ior_model(data: bytes, rank: int, mode: str) -> bytes:
     blocks = [data[o : o + n] for o, n in ior_extents(rank)]
     if mode == "seek":  # and a short read of the last TRANSFER/2 bytes
         return b"".join(blocks) + data[-(TRANSFER // 2) :]
+    if mode in SHARED_MODES:  # the last segment again (ordered), segment 0 again (shared)
+        return b"".join(blocks) + blocks[-1 if mode == "ordered" else 0]
     if mode != "view":
         return b"".join(blocks)
     whole = b"".join(blocks)
@@ -300,8 +302,9 @@ def test_ior_reads_are_recorded_as_the_views_extents(tmp_path: Path, layer: Path
         transfers = [(o + i, TRANSFER) for o, n in ior_extents(rank) for i in range(0, n, TRANSFER)]
         if mode == "view":  # read_all, then iread_at_all, of the same view
             want = ior_extents(rank) * 2
-        elif mode in PASSED_MODES:  # a block a call
-            want = ior_extents(rank)
+        elif mode in SHARED_MODES:  # a block a call, and one block again
+            blocks = ior_extents(rank)
+            want = blocks + [blocks[-1 if mode == "ordered" else 0]]
         elif mode == "seek":  # each block's first transfer re-read; a short read at the end
             again = [(o, TRANSFER) for o, _ in ior_extents(rank)]
             want = transfers + again + [(size - TRANSFER // 2, TRANSFER // 2)]
@@ -398,9 +401,6 @@ def test_registered_files_are_served_with_the_same_bytes(
         records = stats(counted)
         assert len(records) == RANKS
         for r in records:
-            if mode in PASSED_MODES:
-                assert r["served_calls"] == 0 and r["passed_calls"] == SEGMENTS, (mode, r)
-                continue
             assert r["served_calls"] > 0 and r["passed_calls"] == 0, (mode, r)
             rank = int(r["rank"])
             if program == "ior_reader":  # seek re-reads each block's first transfer
@@ -616,7 +616,8 @@ def test_writes_pass_through_are_traced_and_make_the_container_stale(
 ) -> None:
     src, data, _ = trace_and_apply(tmp_path, layer, "ior_reader")
     size = len(data)
-    # the writer opens the registered file read-write: never served, writes traced
+    # the writer opens the registered file read-write and writes before it reads: its
+    # writes go to the original, traced, and every read after the sync reads the original
     dump = tmp_path / "wdump"
     dump.mkdir()
     (tmp_path / "w").mkdir()
@@ -631,6 +632,37 @@ def test_writes_pass_through_are_traced_and_make_the_container_stale(
         want = b"".join(model[o : o + n] for o, n in ior_extents((rank + 1) % RANKS))
         assert (dump / f"rank{rank}.bin").read_bytes() == want
     # the next reader: the container is stale, the new bytes come from the original
+    original_read_with_warnings(layer, src, model, tmp_path / "after", STALE)
+
+
+def test_a_file_opened_read_write_is_served_until_mpi_says_a_write_must_be_seen(
+    tmp_path: Path, layer: Path
+) -> None:
+    """``ior_reader --mode rw`` on a registered file opened read-write: its first reads are
+    served; each rank sees its own writes at once (read back from the original); after
+    sync-barrier-sync every rank sees every rank's writes, through the explicit, collective
+    and ordered (shared-pointer) reads; nothing written is lost, and the next opener finds
+    the container stale."""
+    src, data, _ = trace_and_apply(tmp_path, layer, "ior_reader")
+    model = written(len(data))
+    dump, counted = tmp_path / "rw", tmp_path / "counted"
+    dump.mkdir()
+    done = served_run(layer, "ior_reader", ior_args(src, "rw", dump), counted)
+    assert warnings_of(done) == [], done.stderr
+    assert src.read_bytes() == model
+    for rank in range(RANKS):
+        mine = ior_extents(rank)
+        nxt = ior_extents((rank + 1) % RANKS)
+        want = (
+            b"".join(data[o : o + n] for o, n in mine)
+            + b"".join(model[o : o + n] for o, n in mine)
+            + b"".join(model[o : o + n] for o, n in nxt)
+            + model[rank * BLOCK : (rank + 1) * BLOCK]
+        )
+        assert (dump / f"rank{rank}.bin").read_bytes() == want, rank
+    for r in stats(counted):  # the first reads from the container, the rest from the original
+        assert r["served_calls"] == SEGMENTS and r["served_bytes"] == SEGMENTS * BLOCK, r
+        assert r["passed_calls"] == 3 * SEGMENTS + 1, r
     original_read_with_warnings(layer, src, model, tmp_path / "after", STALE)
 
 
