@@ -4,7 +4,7 @@
 //! `flatten` (write the logical file as a plain file) and `compact` (rewrite the
 //! ended writers' live data into one log set).
 
-use crate::report::{human_bytes, progress, sig3, spinner, write_stdout, PipeOut};
+use crate::report::{count_bytes, human_bytes, progress, sig3, spinner, write_stdout, PipeOut};
 use anyhow::{bail, Context, Result};
 use patio_container::compact::{compact_interleaved, Stage};
 use patio_container::{check, flatten, stat, Plan, Reader};
@@ -184,7 +184,7 @@ fn footprint(path: &std::path::Path) -> Result<(u64, u64)> {
 fn stage_text(stage: Stage) -> &'static str {
     match stage {
         Stage::Locked => "reading the logs",
-        Stage::Read => "writing the compacted log set",
+        Stage::Read | Stage::Copying { .. } => "writing the compacted log set",
         Stage::Step(1 | 2) => "publishing the new log set",
         Stage::Step(_) => "removing the replaced logs",
     }
@@ -198,12 +198,21 @@ fn compact_cmd(path: PathBuf, json: bool) -> Result<()> {
         "compacting {}: waiting for its lock",
         path.display()
     ));
+    // A spinner while the logs are read, a bar of the live bytes while they are
+    // copied, the spinner's message again for the last steps.
+    let mut last = None;
     let done = compact_interleaved(&path, Plan::All, &mut |stage| {
-        bar.set_message(format!(
-            "compacting {}: {}",
-            path.display(),
-            stage_text(stage)
-        ))
+        if let Stage::Copying { done, total } = stage {
+            if bar.length() != Some(total) {
+                count_bytes(&bar, total);
+            }
+            bar.set_position(done);
+        }
+        let text = stage_text(stage);
+        if last != Some(text) {
+            last = Some(text);
+            bar.set_message(format!("compacting {}: {text}", path.display()));
+        }
     });
     bar.finish_and_clear();
     let done = done?;

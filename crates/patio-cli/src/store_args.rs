@@ -75,28 +75,17 @@ impl StoreArgs {
 }
 
 /// The preset `name`'s `striping` with `--store-targets` and `--store-stripe-kib`
-/// applied (RPCs stay at most one stripe), checked: every command that takes `--store`
-/// takes these two the same way.
+/// applied by the storage model's rule ([`Striping::with_overrides`]), an error naming
+/// the preset: every command that takes `--store` takes these two the same way.
 pub fn overridden(
-    mut striping: Striping,
+    striping: Striping,
     name: &str,
     targets: Option<usize>,
     stripe_kib: Option<u64>,
 ) -> Result<Striping> {
-    if let Some(t) = targets {
-        striping.targets = t;
-    }
-    if let Some(k) = stripe_kib {
-        let Some(bytes) = k.checked_mul(1024) else {
-            bail!("--store-stripe-kib {k} is too large");
-        };
-        striping.stripe_size = bytes;
-        striping.rpc_size = striping.rpc_size.min(bytes);
-    }
     striping
-        .validate()
-        .map_err(|e| anyhow::anyhow!("--store {name}: {e}"))?;
-    Ok(striping)
+        .with_overrides(targets, stripe_kib)
+        .map_err(|e| anyhow::anyhow!("--store {name}: {e}"))
 }
 
 /// The storage model as shown in messages.

@@ -185,10 +185,16 @@ pub enum Stage {
     Locked,
     /// The sources' logs and the truncation log are read, the live bytes known.
     Read,
+    /// `done` of the `total` live bytes are copied into the new data log (reported
+    /// before the first byte, then at least every [`COPY_REPORT`] bytes and at the end).
+    Copying { done: u64, total: u64 },
     /// One of the durable steps of the module documentation is done (1 to 6; the
     /// removal of the sources, step 4, is one step per file).
     Step(u64),
 }
+
+/// Live bytes copied between two [`Stage::Copying`] reports.
+pub const COPY_REPORT: u64 = 1 << 20;
 
 /// [`compact`] (of what `plan` says, waiting for a compaction already running)
 /// calling `hook` at every [`Stage`]: how `patio container compact` shows progress,
@@ -572,6 +578,9 @@ fn write_set(
         clipped: truncations.last().map_or(0, |t| t.key),
         ..WriterMeta::default()
     };
+    let total: u64 = live.values().flatten().map(|r| r.1).sum();
+    let mut reported = 0u64;
+    budget.reached(Stage::Copying { done: 0, total });
     for (&key, runs) in live {
         for group in runs.chunks(DEFAULT_INDEX_BUFFER) {
             let mut entries: Vec<IndexEntry> = Vec::with_capacity(group.len());
@@ -584,6 +593,14 @@ fn write_set(
                     data.write_all_at(&buf, physical + done)
                         .map_err(|e| ContainerError::io(&tmp_data, e))?;
                     done += n as u64;
+                    let copied = physical + done;
+                    if copied - reported >= COPY_REPORT || copied == total {
+                        reported = copied;
+                        budget.reached(Stage::Copying {
+                            done: copied,
+                            total,
+                        });
+                    }
                 }
                 let entry = IndexEntry {
                     logical,

@@ -199,6 +199,23 @@ impl PyStorageModel {
         Ok(PyStorageModel { inner: s })
     }
 
+    /// A copy with `targets` servers and `stripe_kib`-KiB stripes where given, by the
+    /// rule of `--store-targets` and `--store-stripe-kib` (RPCs stay at most one stripe;
+    /// `Striping::with_overrides`).
+    #[pyo3(signature = (targets = None, stripe_kib = None))]
+    fn with_overrides(&self, targets: Option<i128>, stripe_kib: Option<i128>) -> PyResult<Self> {
+        let targets = targets
+            .map(|t| uint("targets", t).map(|t| usize::try_from(t).unwrap_or(usize::MAX)))
+            .transpose()?;
+        let stripe_kib = stripe_kib.map(|k| uint("stripe_kib", k)).transpose()?;
+        let inner = self
+            .inner
+            .clone()
+            .with_overrides(targets, stripe_kib)
+            .map_err(model_err)?;
+        Ok(PyStorageModel { inner })
+    }
+
     /// Simulates `clients` (a list per client of requests, each an `(offsets, lengths)`
     /// pair of extents issued together) and returns the modelled seconds and counts.
     fn simulate<'py>(

@@ -5,10 +5,12 @@
 //! | module | role |
 //! |---|---|
 //! | [`striped`] | targets, stripes, RPCs, seek classes; discrete-event simulator; eq 3.1/4.1 counts |
+//! | [`overrides`] | `--store-targets`/`--store-stripe-kib`: [`Striping::with_overrides`], the one rule for changing a preset |
 //! | [`probe`] | `patio store probe`: the striped model's parameters measured on a real file system |
 //! | [`probed`] | the saved probe of this machine, loaded as the preset `probed` |
 //! | [`rng`] | the seeded generator of the simulator's jitter (and of synthetic workloads) |
 
+pub mod overrides;
 pub mod probe;
 pub mod probed;
 pub mod rng;
