@@ -4,8 +4,8 @@
  * A datatype is flattened from its envelope and contents (MPI_Type_get_envelope,
  * MPI_Type_get_contents) into its type map's byte runs (offset, length), in type-map
  * order, adjacent runs merged: named types, dup, contiguous, vector, hvector, indexed,
- * hindexed, indexed_block, hindexed_block, struct, subarray and resized. darray (and
- * any combiner not listed) is not flattened: the caller passes such calls through.
+ * hindexed, indexed_block, hindexed_block, struct, subarray, darray and resized (any
+ * combiner not listed is not flattened: the caller passes such calls through).
  * A file view (disp, etype, filetype) places data byte b of the view at
  * disp + (b / size) * extent + the place of (b % size) in the filetype's runs.
  */
@@ -114,6 +114,106 @@ static int subarray(flat_t *out, const int *ints, const flat_t *c, int64_t base)
     }
 }
 
+/* The indices of one darray dimension of `g` elements over `p` processes that process
+ * coordinate `c` owns, as (start, length) runs in increasing order (MPI-4.1 §5.1.4):
+ * none distributed, one block of `darg` (default ⌈g/p⌉), or blocks of `darg` (default
+ * 1) dealt cyclically. The number of runs, or -1. */
+static int64_t darray_dim(int g, int dist, int darg, int p, int c, int64_t **runs)
+{
+    *runs = NULL;
+    if (g < 0 || p <= 0 || c < 0 || c >= p)
+        return -1;
+    int64_t block, step;
+    if (dist == MPI_DISTRIBUTE_NONE) {
+        block = g;
+        step = g > 0 ? g : 1;
+        c = 0;
+    } else if (dist == MPI_DISTRIBUTE_BLOCK) {
+        block = darg == MPI_DISTRIBUTE_DFLT_DARG ? ((int64_t)g + p - 1) / p : darg;
+        step = block * p; /* one block per process */
+    } else if (dist == MPI_DISTRIBUTE_CYCLIC) {
+        block = darg == MPI_DISTRIBUTE_DFLT_DARG ? 1 : darg;
+        step = block * p;
+    } else {
+        return -1;
+    }
+    if (block <= 0)
+        return -1;
+    int64_t n = g / step + 2, k = 0;
+    if (!(*runs = malloc(sizeof(int64_t) * 2 * (size_t)n)))
+        return -1;
+    for (int64_t start = (int64_t)c * block; start < g && k < n; start += step) {
+        (*runs)[2 * k] = start;
+        (*runs)[2 * k + 1] = start + block < g ? block : g - start;
+        k++;
+        if (dist == MPI_DISTRIBUTE_BLOCK)
+            break;
+    }
+    return k;
+}
+
+/* MPI_Type_create_darray's type map: the process's elements of the global array in
+ * increasing address order (dimension order by `order`), child `c` per element. */
+static int darray(flat_t *out, const int *ints, const flat_t *c, int64_t base)
+{
+    int size = ints[0], rank = ints[1], nd = ints[2];
+    if (nd <= 0 || nd > 64 || size <= 0 || rank < 0 || rank >= size)
+        return -1;
+    const int *gs = ints + 3, *dist = ints + 3 + nd, *darg = ints + 3 + 2 * nd,
+              *ps = ints + 3 + 3 * nd;
+    int order = ints[3 + 4 * nd];
+    int64_t *runs[64] = {0}, nruns[64], stride[64];
+    int dim[64], coord[64], rc = -1;
+    for (int d = nd - 1, r = rank; d >= 0; d--) { /* the process grid is row-major */
+        coord[d] = r % ps[d];
+        r /= ps[d];
+    }
+    for (int d = 0; d < nd; d++) /* dim[0] slowest in memory … dim[nd-1] fastest */
+        dim[d] = order == MPI_ORDER_C ? d : nd - 1 - d;
+    int64_t s = c->extent;
+    for (int d = nd - 1; d >= 0; d--) {
+        stride[d] = s;
+        s *= gs[dim[d]];
+    }
+    for (int d = 0; d < nd; d++) {
+        int a = dim[d];
+        if ((nruns[d] = darray_dim(gs[a], dist[a], darg[a], ps[a], coord[a], &runs[d])) < 0)
+            goto done;
+        if (nruns[d] == 0) { /* this process owns nothing */
+            rc = 0;
+            goto done;
+        }
+    }
+    /* an odometer over the slower dimensions' indices (run, index within it); the
+     * fastest dimension's runs are contiguous */
+    int64_t run[64] = {0}, idx[64] = {0};
+    for (;;) {
+        int64_t row = base;
+        for (int d = 0; d < nd - 1; d++)
+            row += (runs[d][2 * run[d]] + idx[d]) * stride[d];
+        for (int64_t k = 0; k < nruns[nd - 1]; k++)
+            if (repeat(out, c, row + runs[nd - 1][2 * k] * stride[nd - 1],
+                       runs[nd - 1][2 * k + 1], c->extent))
+                goto done;
+        int d = nd - 2;
+        for (; d >= 0; d--) {
+            if (++idx[d] < runs[d][2 * run[d] + 1])
+                break;
+            idx[d] = 0;
+            if (++run[d] < nruns[d])
+                break;
+            run[d] = 0;
+        }
+        if (d < 0)
+            break;
+    }
+    rc = 0;
+done:
+    for (int d = 0; d < nd; d++)
+        free(runs[d]);
+    return rc;
+}
+
 static int flatten_into(MPI_Datatype t, flat_t *out, int64_t base, int depth)
 {
     int ni, na, nd, comb;
@@ -125,8 +225,8 @@ static int flatten_into(MPI_Datatype t, flat_t *out, int64_t base, int depth)
             return -1;
         return push(out, base, size);
     }
-    if (comb == MPI_COMBINER_DARRAY || comb == MPI_COMBINER_F90_REAL ||
-        comb == MPI_COMBINER_F90_COMPLEX || comb == MPI_COMBINER_F90_INTEGER)
+    if (comb == MPI_COMBINER_F90_REAL || comb == MPI_COMBINER_F90_COMPLEX ||
+        comb == MPI_COMBINER_F90_INTEGER)
         return -1;
     int *ints = malloc(sizeof(int) * (size_t)(ni + 1));
     MPI_Aint *addrs = malloc(sizeof(MPI_Aint) * (size_t)(na + 1));
@@ -184,6 +284,9 @@ static int flatten_into(MPI_Datatype t, flat_t *out, int64_t base, int depth)
     }
     case MPI_COMBINER_SUBARRAY:
         rc = subarray(out, ints, c, base);
+        break;
+    case MPI_COMBINER_DARRAY:
+        rc = darray(out, ints, c, base);
         break;
     default:
         rc = -1;

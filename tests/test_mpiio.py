@@ -544,7 +544,8 @@ def test_pnetcdf_dump_is_the_same_when_served(tmp_path: Path, layer: Path) -> No
 # ---- file views of every datatype kind -------------------------------------------------
 
 TYPE_CASES = ["contiguous", "hvector", "hindexed", "indexed_block", "hindexed_block",
-              "resized", "dup", "subarray_f", "struct", "nested", "darray"]  # fmt: skip
+              "resized", "dup", "subarray_f", "struct", "nested", "darray", "darray_2d",
+              "darray_f"]  # fmt: skip
 
 
 def strided_trace(src: Path, path: Path, piece: int = 4096) -> Path:
@@ -563,9 +564,7 @@ def test_views_of_every_datatype_kind_are_served_with_the_original_bytes(
     tmp_path: Path, layer: Path
 ) -> None:
     """The reference is MPI itself reading the original; served reads must give the same
-    bytes (views flattened, pointers kept, the last read short at the end of the file),
-    except darray, which the layer does not flatten: read from the original, with one
-    warning per rank."""
+    bytes (views flattened, pointers kept, the last read short at the end of the file)."""
     reorg_library(layer)
     src = tmp_path / "types.bin"
     src.write_bytes(os.urandom(64 * 1024 + 100))
@@ -579,14 +578,10 @@ def test_views_of_every_datatype_kind_are_served_with_the_original_bytes(
         assert got.stdout == want.stdout, case
         assert dumps(served) == dumps(plain), case
         calls = [int(r["served_calls"]) for r in stats(counted)]
-        if case == "darray":
-            assert calls == [0] * RANKS
-            assert len(warnings_of(got)) == RANKS and "cannot flatten" in got.stderr
-        else:
-            assert warnings_of(got) == [] and all(c >= 2 for c in calls), (case, got.stderr)
+        assert warnings_of(got) == [] and all(c >= 2 for c in calls), (case, got.stderr)
 
 
-@pytest.mark.parametrize("case", [c for c in TYPE_CASES if c != "darray"])
+@pytest.mark.parametrize("case", TYPE_CASES)
 def test_records_of_views_hold_exactly_the_bytes_read(tmp_path: Path, layer: Path, case: str) -> None:
     """The MPIIO records of a rank, read from the file in the order recorded, are the
     bytes the rank received."""

@@ -10,7 +10,7 @@
  * "rank R bytes N fnv HEX" lines on rank 0.
  *
  *   types_reader FILE --case contiguous|hvector|hindexed|indexed_block|hindexed_block|
- *                resized|dup|subarray_f|struct|nested|darray [--dump DIR]
+ *                resized|dup|subarray_f|struct|nested|darray|darray_2d|darray_f [--dump DIR]
  */
 #include "common.h"
 
@@ -71,6 +71,18 @@ static MPI_Datatype filetype(const char *c, int rank, int size, MPI_Datatype *et
         int g[1] = {64 * size}, dist[1] = {MPI_DISTRIBUTE_CYCLIC}, darg[1] = {4}, p[1] = {size};
         MPI_Type_create_darray(size, rank, 1, g, dist, darg, p, MPI_ORDER_C, MPI_INT, &t);
         *disp = 0;
+    } else if (!strcmp(c, "darray_2d")) { /* block × block-cyclic on a 2 × size/2 grid */
+        int two = size % 2 == 0 ? 2 : 1;
+        int g[2] = {10, 36}, dist[2] = {MPI_DISTRIBUTE_BLOCK, MPI_DISTRIBUTE_CYCLIC};
+        int darg[2] = {MPI_DISTRIBUTE_DFLT_DARG, 3}, p[2] = {two, size / two};
+        MPI_Type_create_darray(size, rank, 2, g, dist, darg, p, MPI_ORDER_C, MPI_INT, &t);
+        *disp = 16;
+    } else if (!strcmp(c, "darray_f")) { /* Fortran order: cyclic(2) × none × block(5) */
+        int g[3] = {13, 3, 7}, p[3] = {1, 1, size};
+        int dist[3] = {MPI_DISTRIBUTE_CYCLIC, MPI_DISTRIBUTE_NONE, MPI_DISTRIBUTE_BLOCK};
+        int darg[3] = {2, MPI_DISTRIBUTE_DFLT_DARG, 2};
+        MPI_Type_create_darray(size, rank, 3, g, dist, darg, p, MPI_ORDER_FORTRAN, MPI_INT, &t);
+        *disp = 4;
     } else {
         die("unknown --case %s", c);
         t = MPI_DATATYPE_NULL;
