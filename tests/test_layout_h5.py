@@ -572,3 +572,30 @@ def test_admission_weighs_the_decision_time_a_replica_adds(tmp_path: Path) -> No
         prop.marginal_s = 2 * saved / sum(r["weight"] for r in dp.rows)
     build, _, rejected = planner.plan([dp], [], 1 << 40)
     assert build == [] and rejected == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.lists(st.integers(1, 7), min_size=1, max_size=3), data=st.data())
+def test_fancy_selections_made_at_once_equal_their_boxes(shape: list[int], data: Any) -> None:
+    """The union h5py hands over for a fancy index, made from its block list at once
+    (``Selection.boxes``), equals the union of one box per block: same selection, JSON,
+    element count and core selection."""
+    from h5py._hl import selections as h5py_selections
+    from patio.layout.selection import Hyperslab
+
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    idx = sorted(data.draw(st.sets(st.integers(0, shape[axis] - 1), min_size=1)))
+    args: list[Any] = [data.draw(st.sampled_from([slice(None), 0, slice(0, n, 2)]))
+                       if j != axis else np.asarray(idx) for j, n in enumerate(shape)]
+    hsel = h5py_selections.select(tuple(shape), tuple(args))
+    got = h5sel.from_space(tuple(shape), hsel.id, tuple(hsel.array_shape))
+    if got.kind != "union":
+        return  # one regular hyperslab: not a block list
+    blocks = np.asarray(hsel.id.get_select_hyper_blocklist(), np.int64)
+    want = Selection.union(shape, [Hyperslab.box(b[0], b[1] + 1) for b in blocks],
+                           tuple(hsel.array_shape))
+    assert got == want
+    assert got.to_json() == want.to_json()
+    assert got.nelements() == want.nelements() == int(hsel.id.get_select_npoints())
+    assert got.native().nblocks() == want.native().nblocks()
+    assert got.native().nelements() == want.native().nelements()

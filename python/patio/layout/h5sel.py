@@ -46,9 +46,8 @@ def from_space(shape: tuple[int, ...], space: Any, out_shape: tuple[int, ...]) -
         start, stride, count, block = space.get_regular_hyperslab()
         slab = Hyperslab(tuple(start), tuple(stride), tuple(count), tuple(block)).normalized()
         return Selection.hyperslab(shape, slab, out_shape)
-    blocks = np.asarray(space.get_select_hyper_blocklist(), dtype=np.int64)
-    slabs = [Hyperslab.box(b[0], b[1] + 1) for b in blocks]
-    return Selection.union(shape, slabs, out_shape)
+    blocks = np.asarray(space.get_select_hyper_blocklist(), dtype=np.int64).reshape(-1, 2, nd)
+    return Selection.boxes(shape, blocks[:, 0], blocks[:, 1] + 1, out_shape)
 
 
 def product_axes(sel: Selection) -> list[np.ndarray] | None:

@@ -140,6 +140,26 @@ class Selection:
         return Selection(tuple(int(x) for x in shape), kind, slabs, None, tuple(out_shape))
 
     @staticmethod
+    def boxes(shape: Sequence[int], lo: np.ndarray, hi: np.ndarray, out_shape: Sequence[int]
+              ) -> Selection:
+        """The union of the boxes ``[lo[i], hi[i])`` (``(n, ndim)`` arrays, in buffer
+        order): :meth:`union` of :meth:`Hyperslab.box` each, made from the arrays at
+        once - what h5py hands over for a fancy index is thousands of boxes, and this is
+        on every read's path. The core's selection, the element count and the JSON are
+        made from the arrays too, when first asked for."""
+        lo = np.asarray(lo, np.int64)
+        ext = np.asarray(hi, np.int64) - lo
+        n, nd = lo.shape
+        ones = (1,) * nd
+        slabs = [Hyperslab(a, ones, ones, e)
+                 for a, e in zip(map(tuple, lo.tolist()), map(tuple, ext.tolist()))]
+        sel = Selection.union(shape, slabs, out_shape)
+        values = np.empty((n, 4, nd), np.int64)
+        values[:, 0], values[:, 1:3], values[:, 3] = lo, 1, ext
+        object.__setattr__(sel, "_values", values)
+        return sel
+
+    @staticmethod
     def from_points(shape: Sequence[int], points: np.ndarray, out_shape: Sequence[int] | None = None):
         pts = np.ascontiguousarray(points, dtype=np.int64).reshape(-1, len(shape))
         return Selection(
@@ -163,6 +183,9 @@ class Selection:
         if self.kind == "points":
             assert self.points is not None
             return len(self.points)
+        values = self.__dict__.get("_values")
+        if values is not None:
+            return int(np.prod(values[:, 3], axis=1).sum())
         return sum(s.nelements() for s in self.slabs)
 
     def bounds(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -206,9 +229,11 @@ class Selection:
                 assert self.points is not None
                 cached = LayoutSelection.points(self.ndim, self.points.reshape(-1))
             else:
-                values = np.array([s.start + s.stride + s.count + s.block for s in self.slabs],
-                                  dtype=np.int64).reshape(-1)
-                cached = LayoutSelection.slabs(self.ndim, values)
+                values = self.__dict__.get("_values")
+                if values is None:
+                    values = np.array([s.start + s.stride + s.count + s.block
+                                       for s in self.slabs], dtype=np.int64)
+                cached = LayoutSelection.slabs(self.ndim, values.reshape(-1))
         except OverflowError as e:  # a negative coordinate
             raise ValueError(f"selection outside the array: {e}") from None
         object.__setattr__(self, "_native", cached)
@@ -246,7 +271,9 @@ class Selection:
         use too); points are stored elsewhere (see :mod:`patio.layout.kb`)."""
         from patio._native import layout_selection_json
 
-        slabs = None if self.kind == "points" else [s.to_json() for s in self.slabs]
+        values = self.__dict__.get("_values")
+        slabs = (None if self.kind == "points" else
+                 values.tolist() if values is not None else [s.to_json() for s in self.slabs])
         return layout_selection_json(self.shape, self.kind, self.out_shape, slabs)
 
     @staticmethod
