@@ -32,7 +32,7 @@ MIN_RUST="1.87"
 APT_PACKAGES=(
     build-essential pkg-config python3 python3-venv python3-dev xz-utils zstd
     curl ca-certificates git libfuse3-dev fuse3 fio
-    openmpi-bin libopenmpi-dev pnetcdf-bin zlib1g-dev
+    openmpi-bin libopenmpi-dev pnetcdf-bin zlib1g-dev gfortran
 )
 
 say() { printf '==> %s\n' "$*"; }

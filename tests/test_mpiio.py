@@ -766,3 +766,47 @@ def test_patio_run_serves_an_unmodified_program(tmp_path: Path, layer: Path) -> 
                          capture_output=True, text=True, check=False)  # fmt: skip
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     assert "unknown policy" in bad.stderr
+
+
+# ---- Fortran programs: Open MPI's Fortran bindings call PMPI_* directly ----------------
+
+FORTRAN_READERS = ["fortran_reader", "fortran08_reader"]  # `use mpi`, `use mpi_f08`
+
+
+def fortran_reader(name: str) -> str:
+    exe = MPIIO / "examples" / name
+    if not exe.is_file():
+        pytest.skip("no Fortran compiler (gfortran): run scripts/setup.sh")
+    return name
+
+
+def fortran_model(data: bytes, rank: int) -> bytes:
+    """What ``fortran_reader`` dumps for ``rank``: its blocks, read five ways."""
+    return b"".join(data[o : o + n] for o, n in ior_extents(rank)) * 5
+
+
+@pytest.mark.parametrize("program", FORTRAN_READERS)
+def test_fortran_programs_are_traced_and_served(tmp_path: Path, layer: Path, program: str) -> None:
+    """A Fortran program's MPI-IO goes through the layer as a C program's does: its
+    records are its views' extents, and with a registered container its reads (explicit,
+    collective through a view, individual pointer, nonblocking, ordered) are served with
+    the original's bytes."""
+    fortran_reader(program)
+    src, data = make_ior(tmp_path)
+    args = lambda dump: [str(src), str(BLOCK), str(SEGMENTS), str(dump)]  # noqa: E731
+    dump = tmp_path / "traced"
+    dump.mkdir()
+    rows = traced(tmp_path, layer, program, args(dump))
+    got = extents_by_rank(rows, src)
+    for rank in range(RANKS):
+        assert (dump / f"rank{rank}.bin").read_bytes() == fortran_model(data, rank)
+        assert got[rank] == sorted(ior_extents(rank) * 5), rank
+    apply(src, tmp_path / "run.csv", tmp_path / "ior.pc")
+    served, counted = tmp_path / "served", tmp_path / "counted"
+    served.mkdir()
+    done = served_run(layer, program, args(served), counted)
+    assert warnings_of(done) == [], done.stderr
+    for rank in range(RANKS):
+        assert (served / f"rank{rank}.bin").read_bytes() == fortran_model(data, rank)
+    for r in stats(counted):
+        assert r["passed_calls"] == 0 and r["served_bytes"] == 5 * SEGMENTS * BLOCK, r
