@@ -204,17 +204,12 @@ def test_file_and_trace_in_one_order(tmp_path: Path) -> None:
     assert both.returncode == 2 and "cannot be used with" in both.stderr, both.stderr
 
 
-#: Commands that take --store but not yet --store-targets and --store-stripe-kib (the
-#: Python front ends' own parsers); strict, so that the entry goes once they do.
-PRESET_ONLY = {"amr advise", "amr reorder", "bench layout", "bench reorg", "layout probe"}
-
-
 def test_store_comes_with_targets_and_stripe(options: dict[str, set[str]],
                                              tmp_path: Path) -> None:
     with_store = {cmd for cmd, opts in options.items() if "--store" in opts}
     lacking = {cmd for cmd in with_store
                if not {"--store-targets", "--store-stripe-kib"} <= options[cmd]}
-    assert lacking == PRESET_ONLY, sorted(lacking)
+    assert lacking == set(), sorted(lacking)
     from test_reorg import ior_like
 
     src, trace, _ = ior_like(tmp_path)

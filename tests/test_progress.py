@@ -134,6 +134,36 @@ def test_container_compact_shows_its_stages_only_on_a_terminal(tmp_path: Path) -
     assert done.returncode == 0 and done.stderr == "", done.stderr
 
 
+def test_container_compact_copies_under_a_bar_of_the_live_bytes(tmp_path: Path) -> None:
+    """Three writers of 3 MiB, the second overwriting half of the first: 7.5 MiB live,
+    copied under a bar of bytes that ends at that total (and nothing on a pipe); the
+    three compacted files read the same."""
+    def make(path: Path) -> None:
+        for w, at in enumerate((0, 3 << 19, 6 << 20)):
+            with patio.Container(path, "a") as c:
+                assert c.write_at(at, bytes([w + 1]) * (3 << 20)) == 3 << 20
+
+    live = (9 << 19) + (3 << 20)  # [0, 4.5 MiB) and [6 MiB, 9 MiB)
+    make(tmp_path / "c1")
+    code, out, seen = on_terminal("container", "compact", str(tmp_path / "c1"), "--json")
+    assert code == 0 and seen == b"", seen
+    assert json.loads(out)["live_bytes"] == live
+    make(tmp_path / "c2")
+    code, out, seen = on_terminal("container", "compact", str(tmp_path / "c2"))
+    assert code == 0, seen
+    total = human_bytes(live).encode()
+    shown = re.findall(rb"([\d.]+ [KMG]?i?B)/" + re.escape(total), seen)
+    assert shown, seen[-600:]
+    assert shown[-1] == total, shown
+    make(tmp_path / "c3")
+    done = on_pipe("container", "compact", str(tmp_path / "c3"))
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    flat = [on_pipe("container", "flatten", str(tmp_path / c), str(tmp_path / f"{c}.bin"))
+            for c in ("c1", "c2", "c3")]
+    assert all(f.returncode == 0 for f in flat), flat
+    assert len({(tmp_path / f"{c}.bin").read_bytes() for c in ("c1", "c2", "c3")}) == 1
+
+
 def human_bytes(n: int) -> str:
     """A byte count as the binary's bars print it (indicatif's binary units)."""
     for unit in ("B", "KiB", "MiB", "GiB"):

@@ -38,7 +38,9 @@ def deprecated_alias(
     parser.add_argument(old, dest=dest, help=argparse.SUPPRESS, action=_Deprecated, new=new, **kw)
 
 
-STORE_PRESETS = ("lustre", "hdd", "ssd", "probed")
+class StoreOptionError(ValueError):
+    """A bad ``--store``, ``--store-targets`` or ``--store-stripe-kib``: its message names
+    the option and stands alone on one line."""
 
 
 def add_store_options(
@@ -77,20 +79,19 @@ def add_store_options(
 def store_model(preset: str, targets: int | None = None, stripe_kib: int | None = None) -> Any:
     """The :class:`patio._native.StorageModel` of ``preset`` with ``--store-targets`` and
     ``--store-stripe-kib`` applied by the storage model's own rule
-    (``Striping::with_overrides``); a bad name or value is a ``ValueError`` whose
-    message names the option."""
+    (``Striping::with_overrides``); a bad name or value is a :class:`StoreOptionError`."""
     from patio._native import StorageModel
 
     try:
         model = StorageModel.preset(preset)
     except ValueError as e:
-        raise ValueError(f"--store: {e}") from None
+        raise StoreOptionError(f"--store: {e}") from None
     if targets is None and stripe_kib is None:
         return model
     try:
         return model.with_overrides(targets=targets, stripe_kib=stripe_kib)
     except (ValueError, OverflowError) as e:
-        raise ValueError(f"--store {preset}: {e}") from None
+        raise StoreOptionError(f"--store {preset}: {e}") from None
 
 
 def store_model_of(args: argparse.Namespace, dest: str = "store") -> Any:
@@ -99,6 +100,6 @@ def store_model_of(args: argparse.Namespace, dest: str = "store") -> Any:
     preset = getattr(args, dest)
     if preset is None:
         if args.store_targets is not None or args.store_stripe_kib is not None:
-            raise ValueError("--store-targets and --store-stripe-kib need --store PRESET")
+            raise StoreOptionError("--store-targets and --store-stripe-kib need --store PRESET")
         return None
     return store_model(preset, args.store_targets, args.store_stripe_kib)

@@ -18,8 +18,9 @@ import numpy as np
 
 from patio import _files
 from patio import _progress as progress
+from patio._cli_args import StoreOptionError, add_store_options, store_model_of
 from patio.amr.chombo import ChomboError, Hierarchy, Level, read_hierarchy, same_file
-from patio.amr.model import advise, store
+from patio.amr.model import advise
 from patio.amr.order import LAYOUTS
 from patio.amr.region import read_region
 from patio.amr.reorder import reorder
@@ -120,14 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("advise", help="modelled cost of each layout on sampled queries")
     s.add_argument("file")
     s.add_argument("--queries", type=int, metavar="N")
-    s.add_argument("--store", choices=["lustre", "hdd", "ssd", "probed"], default="lustre")
+    add_store_options(s)
     s.add_argument("--json", action="store_true")
     s = sub.add_parser("reorder", help="rewrite the file with boxes in a new order")
     s.add_argument("file")
     s.add_argument("-o", "--output", required=True)
     s.add_argument("--layout", choices=("auto",) + LAYOUTS, default="auto")
     s.add_argument("--queries", type=int, metavar="N")
-    s.add_argument("--store", choices=["lustre", "hdd", "ssd", "probed"], default="lustre")
+    add_store_options(s)
     s.add_argument("--json", action="store_true")
     s = sub.add_parser("read", help="read a region (level 0 indices, inclusive) across levels")
     s.add_argument("file")
@@ -163,17 +164,28 @@ def _inspect(a: argparse.Namespace) -> int:
     return 0
 
 
+def _store_text(a: argparse.Namespace) -> str:
+    """The model's name as given: the preset and the overrides on it."""
+    parts = [a.store]
+    if a.store_targets is not None:
+        parts.append(f"{a.store_targets} targets")
+    if a.store_stripe_kib is not None:
+        parts.append(f"{a.store_stripe_kib} KiB stripes")
+    return parts[0] if len(parts) == 1 else f"{parts[0]} ({', '.join(parts[1:])})"
+
+
 def _advise(a: argparse.Namespace) -> int:
     if a.queries is not None and a.queries < 1:
         raise ChomboError(a.file, "--queries must be at least 1")
+    model = store_model_of(a)
     hier = read_hierarchy(a.file)
-    res = advise(hier, store(a.store), a.queries)
+    res = advise(hier, model, a.queries)
     if a.json:
         print(json.dumps(res))
         return 0
     print(
         f"{hier.path}: level {res['level']}, {res['queries']} sampled queries, "
-        f"{a.store} store model"
+        f"{_store_text(a)} store model"
     )
     base = res["costs"]["original"]
     for name, cost in res["costs"].items():
@@ -188,13 +200,14 @@ def _reorder(a: argparse.Namespace) -> int:
         raise ChomboError(a.file, "--queries must be at least 1")
     if same_file(a.output, a.file):
         raise ChomboError(a.file, "output path equals the input")
+    model = store_model_of(a)
     with progress.bar(0, f"reordering {a.file}", a.json, unit="box") as shown:
 
         def advance(done: int, total: int) -> None:
             shown.total = total
             shown.update(done - shown.n)
 
-        res = reorder(a.file, a.output, a.layout, store(a.store), a.queries, progress=advance)
+        res = reorder(a.file, a.output, a.layout, model, a.queries, progress=advance)
     if a.json:
         print(json.dumps(res))
         return 0
@@ -256,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     handler = {"inspect": _inspect, "advise": _advise, "reorder": _reorder, "read": _read}
     try:
         return handler[args.cmd](args)
-    except ChomboError as e:
+    except (ChomboError, StoreOptionError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
     except (OSError, ValueError, argparse.ArgumentTypeError) as e:

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from patio import _progress as progress
-from patio._cli_args import deprecated_alias
+from patio._cli_args import StoreOptionError, add_store_options, deprecated_alias, store_model_of
 
 DESCRIPTION = """\
 HDF5 layout optimization. Reads made through patio.h5 (or learned from a trace) are
@@ -334,11 +334,12 @@ def cmd_evict(a: argparse.Namespace) -> int:
 def cmd_probe(a: argparse.Namespace) -> int:
     from . import device
 
-    if a.model:
-        try:
-            dev = device.model_device(a.model)
-        except ValueError as e:
-            raise CliError(str(e)) from None
+    try:
+        model = store_model_of(a, dest="model")
+    except StoreOptionError as e:
+        raise CliError(str(e)) from None
+    if model is not None:
+        dev = device.model_device(model.params())
     else:
         if not os.path.isdir(a.dir):
             raise CliError(f"{a.dir}: not a directory")
@@ -413,9 +414,8 @@ def parser() -> argparse.ArgumentParser:
     s = add("probe", "measure the cost model's constants on real storage (or fit a model)")
     s.add_argument("--dir", default=".", help="a directory on the storage to measure")
     s.add_argument("--mib", type=int, default=256, help="scratch file size (MiB)")
-    s.add_argument("--store", dest="model", metavar="PRESET", help="fit to the storage model "
-                   "instead (lustre, hdd, ssd, or probed: this machine's, from "
-                   "`patio store probe`)")
+    add_store_options(s, default=None, dest="model", help="fit to the storage model instead "
+                      "(lustre, hdd, ssd, or probed: this machine's, from `patio store probe`)")
     deprecated_alias(s, "--model", "--store", "model", metavar="PRESET")
     s.add_argument("--file", help="store the constants in this HDF5 file's knowledge base")
     s.set_defaults(run=cmd_probe)

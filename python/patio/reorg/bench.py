@@ -62,7 +62,7 @@ import numpy as np
 
 from patio import _coldcache, _mpirun
 from patio._binary import patio_binary
-from patio._cli_args import deprecated_alias
+from patio._cli_args import StoreOptionError, deprecated_alias, store_model
 from patio._mount_harness import MountError, MountProcess
 from patio.reorg.cases import CASES, Case, ior, plan_run, tile
 
@@ -96,11 +96,14 @@ def mpirun(ranks: int) -> list[str]:
     return cmd
 
 
-def store_mount(source: Path, mnt: Path, store: str, targets: int) -> MountProcess:
+def store_mount(source: Path, mnt: Path, store: str, targets: int,
+                stripe_kib: int | None = None) -> MountProcess:
     """``patio mount prefetch`` of ``source`` on ``mnt`` behind the storage model (removed
-    on leaving its ``with``)."""
+    on leaving its ``with``); ``stripe_kib``: the preset's stripe size when None."""
     argv = [patio_binary(prog=PROG), "mount", "prefetch", str(source), str(mnt), "--policy", "none",
             "--direct-io", "--store", store, "--store-targets", str(targets)]  # fmt: skip
+    if stripe_kib is not None:
+        argv += ["--store-stripe-kib", str(stripe_kib)]
     try:
         return MountProcess(argv, mnt, timeout=20)
     except MountError as e:
@@ -161,7 +164,8 @@ def served(stats: Path) -> dict[str, int]:
 
 
 def run_mode(case: Case, mode: str, work: Path, store: str, targets: int,
-             perturbation: tuple[str, float] | None = None, storage: str = "model") -> dict[str, Any]:  # fmt: skip
+             perturbation: tuple[str, float] | None = None, storage: str = "model",
+             stripe_kib: int | None = None) -> dict[str, Any]:  # fmt: skip
     """One measurement: a fresh mount (model) or a dropped page cache (real), one
     ``mpirun``. The result has ``resident``: the page-cache fraction of the scratch
     files before the run (real storage; ``None`` on the model)."""
@@ -200,7 +204,7 @@ def run_mode(case: Case, mode: str, work: Path, store: str, targets: int,
 
     resident = None
     if storage == "model":
-        with store_mount(src, mnt, store, targets):
+        with store_mount(src, mnt, store, targets, stripe_kib):
             done = launch()
     else:
         if through_layer:
@@ -266,7 +270,8 @@ def model_errors(rows: list[dict[str, Any]]) -> None:
 
 def measure_case(case: Case, store: str, targets: int, work: Path, modes: tuple[str, ...],
                  repeat: int, log: Any, held_out: bool = False, shift: float = 10.0,
-                 storages: tuple[str, ...] = ("model",), real_repeat: int = 3) -> list[dict[str, Any]]:  # fmt: skip
+                 storages: tuple[str, ...] = ("model",), real_repeat: int = 3,
+                 stripe_kib: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """One row per storage: ``case`` read in each of ``modes``; the plan from ``case``'s
     own trace, or (``held_out``) from :func:`plan_run`'s with ``case``'s starts shifted
     by ``shift`` % of their request."""
@@ -279,7 +284,8 @@ def measure_case(case: Case, store: str, targets: int, work: Path, modes: tuple[
     applied = reorganize(data, trace, src / "data.pc", store)
     plan = applied["plan"]
     base: dict[str, Any] = {
-        "name": case.name, "store": store, "targets": targets, "ranks": case.ranks,
+        "name": case.name, "store": store, "targets": targets, "stripe_kib": stripe_kib,
+        "ranks": case.ranks,
         "held_out": held_out, "plan_ranks": planned.ranks,
         "plan_request_bytes": planned.extents(0)[0][1], "request_bytes": case.extents(0)[0][1],
         "shift_percent": shift if held_out else 0.0,
@@ -298,7 +304,7 @@ def measure_case(case: Case, store: str, targets: int, work: Path, modes: tuple[
         for mode in modes:
             times = []
             for _ in range(real_repeat if storage == "real" else repeat):
-                r = run_mode(case, mode, work, store, targets, perturbation, storage)
+                r = run_mode(case, mode, work, store, targets, perturbation, storage, stripe_kib)
                 times.append(r["seconds"])
                 row[f"{mode}_physical_reads"] = r["physical_reads"]
                 if r["resident"] is not None:
@@ -316,7 +322,8 @@ def measure_case(case: Case, store: str, targets: int, work: Path, modes: tuple[
     return rows
 
 
-def sweeps(case: Case, store: str, targets: int, work: Path, log: Any) -> list[dict[str, Any]]:
+def sweeps(case: Case, store: str, targets: int, work: Path, log: Any,
+           stripe_kib: int | None = None) -> list[dict[str, Any]]:
     """Requests smaller than planned and shifted starts, original against reorganized."""
     src = work / "src"
     src.mkdir(parents=True, exist_ok=True)
@@ -326,8 +333,8 @@ def sweeps(case: Case, store: str, targets: int, work: Path, log: Any) -> list[d
     out = []
     for kind in ("smaller", "shifted"):
         for pct in (0, 10, 25, 50, 75):
-            o = run_mode(case, "original", work, store, targets, (kind, pct))
-            r = run_mode(case, "reorganized", work, store, targets, (kind, pct))
+            o = run_mode(case, "original", work, store, targets, (kind, pct), stripe_kib=stripe_kib)
+            r = run_mode(case, "reorganized", work, store, targets, (kind, pct), stripe_kib=stripe_kib)
             out.append({
                 "name": case.name, "store": store, "sweep": kind, "percent": pct,
                 "original_s": o["seconds"], "reorganized_s": r["seconds"],
@@ -345,7 +352,8 @@ def pieces_sweep(args: argparse.Namespace, store: str, work: Path, log: Any) -> 
     for transfer_kib in sorted({min(t, args.block_kib) for t in (1024, 256, 64, 16, 4)}, reverse=True):
         case = ior(args.ranks, args.segments, args.block_kib * 1024, transfer_kib * 1024)
         modes = ("original", "original_batched", "collective", "reorganized")
-        for row in measure_case(case, store, args.targets, work, modes, 1, log):
+        for row in measure_case(case, store, args.targets, work, modes, 1, log,
+                                stripe_kib=args.store_stripe_kib):
             row["sweep"] = "pieces"
             out.append(row)
     return out
@@ -356,7 +364,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--case", choices=CASES, action="append", help="ior and/or tile (default both)")
     p.add_argument("--store", choices=STORES, action="append", help="hdd and/or ssd (default both)")
     p.add_argument("--store-targets", dest="targets", type=int, default=4,
-                   help="storage targets (servers), default 4")
+                   help="storage targets (servers) of the mount's model, default 4")
+    p.add_argument("--store-stripe-kib", type=int, metavar="KIB",
+                   help="the stripe size in KiB of the mount's model instead of the preset's "
+                        "(RPCs stay at most one stripe)")
     deprecated_alias(p, "--targets", "--store-targets", "targets", type=int)
     p.add_argument("--ranks", type=int, default=16, help="IOR ranks (default 16)")
     p.add_argument("--segments", type=int, default=16, help="IOR segments (default 16)")
@@ -425,6 +436,11 @@ def main(argv: list[str]) -> int:
         parser().error("--shift must be in [0, 100)")
     cases = args.case or list(CASES)
     stores = args.store or list(STORES)
+    for store in stores:  # the mounts' model, checked by its one rule before any work
+        try:
+            store_model(store, args.targets, args.store_stripe_kib)
+        except StoreOptionError as e:
+            parser().error(str(e))
     runs = args.run or list(RUNS)
     storages = STORAGES if args.storage == "both" else (args.storage,)
     reads = tuple(m for m in MODES if m in (args.mode or MODES))
@@ -456,9 +472,11 @@ def main(argv: list[str]) -> int:
                     writes = name == "ior" and not held and not args.no_writes
                     modes = reads + (WRITE_MODES if writes else ())
                     rows += measure_case(case, store, args.targets, work, modes, args.repeat, log,
-                                         held, args.shift, storages, args.real_repeat)  # fmt: skip
+                                         held, args.shift, storages, args.real_repeat,
+                                         args.store_stripe_kib)  # fmt: skip
             if args.sweeps:
-                sweep_rows += sweeps(made["ior"], store, args.targets, work, log)
+                sweep_rows += sweeps(made["ior"], store, args.targets, work, log,
+                                     args.store_stripe_kib)
                 sweep_rows += pieces_sweep(args, store, work, log)
     finally:
         if not args.dir:
@@ -466,6 +484,7 @@ def main(argv: list[str]) -> int:
     model_errors(rows)
     result = {
         "store_targets": args.targets,
+        "store_stripe_kib": args.store_stripe_kib,
         "cases": rows,
         "sweeps": sweep_rows,
     }
