@@ -363,7 +363,7 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--case", choices=CASES, action="append", help="ior and/or tile (default both)")
     p.add_argument("--store", choices=STORES, action="append", help="hdd and/or ssd (default both)")
-    p.add_argument("--store-targets", dest="targets", type=int, default=4,
+    p.add_argument("--store-targets", dest="targets", type=int, default=4, metavar="N",
                    help="storage targets (servers) of the mount's model, default 4")
     p.add_argument("--store-stripe-kib", type=int, metavar="KIB",
                    help="the stripe size in KiB of the mount's model instead of the preset's "
@@ -384,7 +384,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--shift", type=float, default=10.0,
                    help="held-out run: starts shifted by this %% of the request (default 10)")
     p.add_argument("--mode", choices=MODES, action="append", help="read modes (default all)")
-    p.add_argument("--reps", dest="repeat", type=int, default=1,
+    p.add_argument("--reps", dest="repeat", type=int, default=1, metavar="N",
                    help="runs per measurement (the fastest is kept)")
     deprecated_alias(p, "--repeat", "--reps", "repeat", type=int)
     p.add_argument("--real-repeat", type=int, default=3,
@@ -426,10 +426,12 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    # Named as --help spells them (the retired --targets and --repeat set the same values).
+    flags = {"targets": "--store-targets", "repeat": "--reps"}
     for name in ("targets", "ranks", "segments", "block_kib", "transfer_kib", "tiles", "tile_elems",
                  "elem_bytes", "repeat", "real_repeat"):  # fmt: skip
         if getattr(args, name) < 1:
-            parser().error(f"--{name.replace('_', '-')} must be at least 1")
+            parser().error(f"{flags.get(name, '--' + name.replace('_', '-'))} must be at least 1")
     if args.block_kib % args.transfer_kib:
         parser().error("--block-kib must be a multiple of --transfer-kib")
     if not 0 <= args.shift < 100:
