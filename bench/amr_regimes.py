@@ -48,11 +48,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
 
 from patio._native import StorageModel
-from patio.amr.bench import level_orders, region_extents, simulate_clients
+from patio.amr.bench import level_orders, region_extents, scaled_hierarchy, simulate_clients
 from patio.amr.chombo import Hierarchy
 from patio.amr.model import choose, probe, query_costs, sample_queries, sampling_level
 from patio.amr.order import LAYOUTS
-from patio.amr.synth import geometry, geometry_hierarchy, queries
+from patio.amr.synth import geometry, queries
 
 PROG = "amr_regimes"
 STORES = ("lustre8", "wide248", "cori248", "cori248rpc")
@@ -75,13 +75,6 @@ def make_store(name: str, file_bytes: int) -> tuple[StorageModel, StorageModel, 
     sim = base.with_params(targets=248, stripe_size=stripe, bandwidth=bw, whole_rpc=whole)
     view = base.with_params(targets=1 if own else 248, bandwidth=bw, whole_rpc=whole)
     return sim, view, own
-
-
-def scaled_hierarchy(name: str, scale: Fraction, chombo_r: int) -> tuple[Hierarchy, int]:
-    """The dataset's hierarchy with ``scale`` x the thesis-scale bytes per cell."""
-    g = geometry(name, chombo_r)
-    cell = max(1, round(g.model_components * 8 * scale))
-    return geometry_hierarchy(g, components=1, itemsize=cell), cell
 
 
 def advise_choice(

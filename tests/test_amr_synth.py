@@ -113,7 +113,31 @@ def test_bench_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert {o["boxes"] for o in res["ordering_s"]} == {3262, 98304}
 
 
-@pytest.mark.parametrize("args", [["--dataset", "nope"], ["--clients", "0"]])
+def test_bench_real_disk_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--storage both``: a model row and a real row per dataset; the real row's speed-ups
+    and model error follow from its own timings and the simulated ones; the files stay in
+    ``--real-dir`` at the scale that fits ``--real-bytes``."""
+    args = ["--dataset", "cylinder", "--json", "--storage", "both", "--real-clients", "2",
+            "--reps", "1", "--real-bytes", "40MiB", "--real-dir", str(tmp_path)]  # fmt: skip
+    assert bench_main(args) == 0
+    res = json.loads(capsys.readouterr().out)
+    model, real = res["datasets"]
+    assert model["storage"] == "model" and real["storage"] == "real"
+    layouts = {"original", "morton", "hilbert", "cluster", "contiguous"}
+    assert set(real["read_s"]) == set(real["model_read_s"]) == layouts
+    assert real["scale"] == "1/2" and real["clients"] == 2  # 2 x 31 MiB > 40 MiB at scale 1
+    files = sorted((tmp_path / "cylinder").iterdir())
+    assert [f.name for f in files] == ["step0.bin", "step1.bin"]
+    assert all(f.stat().st_size == real["bytes"] for f in files)
+    for k in layouts:
+        assert real["speedup"][k] == pytest.approx(real["read_s"]["original"] / real["read_s"][k])
+        assert real["model_error"][k] == pytest.approx(real["model_speedup"][k] / real["speedup"][k])
+    assert 0.0 <= real["resident"] <= 1.0
+
+
+@pytest.mark.parametrize("args", [["--dataset", "nope"], ["--clients", "0"],
+                                  ["--storage", "real", "--real-bytes", "20%"],
+                                  ["--store", "nvme"]])  # fmt: skip
 def test_bench_bad_input_exit_2(args: list[str]) -> None:
     p = subprocess.run(
         [sys.executable, "-m", "patio.amr.bench", *args],
