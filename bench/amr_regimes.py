@@ -1,5 +1,5 @@
 """AMR box layouts across regimes: box size x clients x store (issue 25), on the striped
-storage model.
+storage model or on the real disk.
 
 For each dataset (``patio.amr.synth`` geometry; box bytes scaled by ``--scales`` against
 the thesis-scale bytes per cell of ``patio bench amr``), each store and each client count,
@@ -23,6 +23,13 @@ Stores:
   (``whole_rpc``), the thesis' premise that an RPC-sized cluster is read entirely even
   when a query cuts it.
 
+* ``real`` (``--storage real``): this machine's disk, the clients as processes reading at
+  once, cold (``patio bench amr --storage real``'s runner, ``patio._realdisk``); cells
+  whose files would exceed ``--real-bytes`` are left out. ``chosen`` is then eq 4.1 on
+  ``--model`` (``probed`` by default: this machine's fitted model), and each cell has the
+  same reads simulated on it (``model_read_s``) and ``model_error``: the modelled
+  speed-up of the layout fastest on the disk over its real speed-up.
+
 The layout choice (``chosen``) is eq 4.1 over ``--advise-queries`` sampled queries, with
 weights probed on the file's own view of the store (one target under stripe count 1).
 
@@ -30,13 +37,17 @@ weights probed on the file's own view of the store (one target under stripe coun
     python bench/amr_regimes.py --json > sweep.json   # one JSON object
     python bench/amr_regimes.py --plot docs/amr_regimes.png
     python bench/amr_regimes.py --from sweep.json --plot out.png   # re-render
+    python bench/amr_regimes.py --storage real --datasets bisicles --scales 1/64,1/16,1/4 \
+        --clients 1,4,16 --json > real.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import tempfile
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -48,7 +59,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
 
 from patio._native import StorageModel
-from patio.amr.bench import level_orders, region_extents, scaled_hierarchy, simulate_clients
+from patio.amr.bench import (
+    level_orders,
+    parse_size,
+    real_read_s,
+    region_extents,
+    scaled_hierarchy,
+    simulate_clients,
+)
 from patio.amr.chombo import Hierarchy
 from patio.amr.model import choose, probe, query_costs, sample_queries, sampling_level
 from patio.amr.order import LAYOUTS
@@ -88,6 +106,80 @@ def advise_choice(
     return choose(costs), costs
 
 
+def cell_row(
+    name: str,
+    store: str,
+    placement: str,
+    scale: Fraction,
+    cell: int,
+    fin: np.ndarray,
+    total: int,
+    clients: int,
+    ext: dict[str, list[tuple[np.ndarray, np.ndarray]]],
+    rs: dict[str, float],
+    chosen: str,
+    storage: str,
+) -> dict[str, Any]:
+    best = min(LAYOUTS[1:], key=lambda k: rs[k])
+    return {
+        "dataset": name,
+        "store": store,
+        "placement": placement,
+        "scale": str(scale),
+        "cell_bytes": cell,
+        "finest_box_bytes": int(np.mean(fin)),
+        "file_bytes": total,
+        "clients": clients,
+        "selected_bytes_mean": float(np.mean([int(n.sum()) for _, n in ext["original"]])),
+        "read_s": rs,
+        "best": best,
+        "best_speedup": rs["original"] / rs[best],
+        "cluster_of_contiguous": rs["contiguous"] / rs["cluster"],
+        "best_of_contiguous": rs["contiguous"] / rs[best],
+        "seek_share": 1.0 - rs["contiguous"] / rs["original"],
+        "chosen": chosen,
+        "storage": storage,
+    }
+
+
+def real_cells(
+    a: argparse.Namespace,
+    name: str,
+    scale: Fraction,
+    hier: Hierarchy,
+    cell: int,
+    total: int,
+    perms: dict[str, list[np.ndarray]],
+    ext: dict[str, list[tuple[np.ndarray, np.ndarray]]],
+) -> list[dict[str, Any]]:
+    """The cells of one dataset and scale on the real disk, one per client count whose
+    files fit in ``--real-bytes`` (the files of the largest count, reused by the others)."""
+    view = StorageModel.preset(a.model)
+    chosen, _ = advise_choice(hier, perms, view, a.advise_queries)
+    fits = [c for c in a.clients if c * total <= a.real_bytes]
+    if len(fits) < len(a.clients):
+        left = [c for c in a.clients if c not in fits]
+        print(f"{name} x{scale}: the files of {left} clients would exceed --real-bytes "
+              f"({total} bytes each); left out", file=sys.stderr)  # fmt: skip
+    out = []
+    work = a.real_dir / name / str(scale).replace("/", "_")
+    for c in fits:
+        rs, resident = real_read_s(ext, c, total, work, a.reps)
+        row = cell_row(name, "real", "one file per client", scale, cell,
+                       hier.levels[-1].box_bytes, total, c, ext, rs, chosen, "real")  # fmt: skip
+        row["resident"] = resident
+        modelled = {k: simulate_clients(view, ext[k], c, total) for k in LAYOUTS}
+        model_speedup = modelled["original"] / modelled[row["best"]]
+        row["model"] = a.model
+        row["model_read_s"] = modelled
+        row["model_error"] = model_speedup / row["best_speedup"]  # of the real best layout
+        out.append(row)
+        print(f"{name} x{scale} {c} clients: best {row['best']} {row['best_speedup']:.2f}x",
+              file=sys.stderr, flush=True)  # fmt: skip
+    shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
 def run(a: argparse.Namespace) -> dict[str, Any]:
     cells: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -103,6 +195,9 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
                 layout: [region_extents(hier, perms[layout], lo, hi) for lo, hi in qs]
                 for layout in LAYOUTS
             }
+            if a.storage == "real":
+                cells += real_cells(a, name, scale, hier, cell, total, perms, ext)
+                continue
             for st in a.stores:
                 sim, view, own = make_store(st, total)
                 chosen, _ = advise_choice(hier, perms, view, a.advise_queries)
@@ -115,36 +210,15 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
                     rs["contiguous"] = simulate_clients(
                         sim, ext["original"], c, stride, contiguous=True
                     )
-                    best = min(LAYOUTS[1:], key=lambda k: rs[k])
-                    cells.append(
-                        {
-                            "dataset": name,
-                            "store": st,
-                            "placement": placement,
-                            "scale": str(scale),
-                            "cell_bytes": cell,
-                            "finest_box_bytes": int(np.mean(fin)),
-                            "file_bytes": total,
-                            "clients": c,
-                            "selected_bytes_mean": float(
-                                np.mean([int(n.sum()) for _, n in ext["original"]])
-                            ),
-                            "read_s": rs,
-                            "best": best,
-                            "best_speedup": rs["original"] / rs[best],
-                            "cluster_of_contiguous": rs["contiguous"] / rs["cluster"],
-                            "best_of_contiguous": rs["contiguous"] / rs[best],
-                            "seek_share": 1.0 - rs["contiguous"] / rs["original"],
-                            "chosen": chosen,
-                            "storage": "model",
-                        }
-                    )
+                    cells.append(cell_row(name, st, placement, scale, cell, fin, total, c, ext,
+                                          rs, chosen, "model"))  # fmt: skip
     return {
         "datasets": a.datasets,
         "chombo_r": a.chombo_r,
         "scales": [str(s) for s in a.scales],
         "clients": a.clients,
-        "stores": a.stores,
+        "stores": ["real"] if a.storage == "real" else a.stores,
+        "storage": a.storage,
         "advise_queries": a.advise_queries,
         "thesis": {k: {"speedup": v[0], "cluster_of_contiguous": v[1]} for k, v in THESIS.items()},
         "seconds": time.perf_counter() - t0,
@@ -251,6 +325,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=_ints, default=_ints("1,4,8,32,64,256"))
     p.add_argument("--stores", default=",".join(STORES), help="comma-separated stores")
     p.add_argument("--advise-queries", type=int, default=16)
+    p.add_argument("--storage", choices=("model", "real"), default="model",
+                   help="the striped storage model (--stores) or this machine's disk")
+    p.add_argument("--real-bytes", default="8GiB",
+                   help="most bytes of files one real-disk cell may write (default 8GiB)")
+    p.add_argument("--real-dir", help="directory on the disk to measure (default: under $TMPDIR)")
+    p.add_argument("--reps", type=int, default=3, help="real-disk runs per layout (median)")
+    p.add_argument("--model", default="probed",
+                   help="store preset eq 4.1 chooses with on the real disk (default probed)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--plot", help="write heatmaps to this PNG")
     p.add_argument("--from", dest="src", help="re-render a saved --json instead of running")
@@ -265,6 +347,15 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"unknown store {s!r} ({', '.join(STORES)})")
     if a.src:
         res = json.loads(Path(a.src).read_text())
+    elif a.storage == "real":
+        a.real_bytes = parse_size(a.real_bytes)
+        made = not a.real_dir
+        a.real_dir = Path(a.real_dir or tempfile.mkdtemp(prefix="amr-regimes-"))
+        try:
+            res = run(a)
+        finally:
+            if made:
+                shutil.rmtree(a.real_dir, ignore_errors=True)
     else:
         res = run(a)
     if a.plot:
