@@ -29,7 +29,9 @@ use patio_storage::Striping;
 use std::collections::HashMap;
 
 mod pages;
+mod points;
 use pages::lost_pages;
+use points::PointsRequest;
 
 /// What a replica holds, in terms of the original array.
 #[derive(Clone, Debug)]
@@ -257,6 +259,18 @@ impl Decider {
     ) -> Result<Vec<Candidate>> {
         let mut out = vec![self.candidate(Plan::Original, vec![(None, sel.clone())])?];
         let original = out[0].seconds;
+        // A point request's linear indices, made once for every point replica weighed.
+        let points = match sel {
+            Selection::Points { coords, .. }
+                if self
+                    .replicas
+                    .iter()
+                    .any(|r| matches!(r.holds, Holds::Points { .. })) =>
+            {
+                Some(PointsRequest::new(&self.original.shape, coords))
+            }
+            _ => None,
+        };
         let bound = |out: &[Candidate]| {
             prune.then(|| Bound {
                 original,
@@ -272,9 +286,12 @@ impl Decider {
                 | (Holds::Transposed { perm }, None, Selection::Points { .. }) => {
                     Some(self.candidate(Plan::Whole(i), vec![(Some(i), permuted(sel, perm))])?)
                 }
-                (Holds::Points { linear }, _, Selection::Points { coords, .. }) => {
-                    self.concat_points(i, linear, coords, bound(&out))?
-                }
+                (Holds::Points { linear }, _, Selection::Points { coords, .. }) => match &points {
+                    Some(req) if req.may_overlap(linear) => {
+                        self.concat_points(i, linear, coords, req, bound(&out))?
+                    }
+                    _ => None,
+                },
                 _ => None,
             };
             out.extend(c);
@@ -497,11 +514,12 @@ impl Decider {
         i: usize,
         linear: &[u64],
         coords: &[u64],
+        req: &PointsRequest,
         bound: Option<Bound>,
     ) -> Result<Option<Candidate>> {
         let shape = &self.original.shape;
         let d = shape.len().max(1);
-        let (held, rest) = split_points(shape, linear, coords);
+        let (held, rest) = req.split(linear);
         if held.is_empty() {
             return Ok(None);
         }
@@ -711,17 +729,7 @@ pub(crate) fn split_points(
     linear: &[u64],
     coords: &[u64],
 ) -> (Vec<(u64, usize)>, Vec<usize>) {
-    let mut held = Vec::new();
-    let mut rest = Vec::new();
-    for (k, p) in coords.chunks(shape.len().max(1)).enumerate() {
-        let lin = p.iter().zip(shape).fold(0u64, |acc, (&c, &n)| acc * n + c);
-        match linear.binary_search(&lin) {
-            Ok(at) => held.push((at as u64, k)),
-            Err(_) => rest.push(k),
-        }
-    }
-    held.sort_unstable();
-    (held, rest)
+    PointsRequest::new(shape, coords).split(linear)
 }
 
 fn is_perm(perm: &[usize], d: usize) -> bool {
