@@ -34,6 +34,7 @@ pub enum ContainerCommand {
     },
     /// Print the index as a trace CSV (one stream per writer, in write order), readable by `patio analyze`.
     Map {
+        /// The container (the directory that holds the logical file).
         path: PathBuf,
         /// Write the CSV here instead of standard output.
         #[arg(short, long = "output", value_name = "CSV", alias = "out")]
@@ -41,7 +42,10 @@ pub enum ContainerCommand {
     },
     /// Verify every index record (checksum, decoding, bounds, data present); non-zero exit on damage.
     Check {
+        /// The container (the directory that holds the logical file).
         path: PathBuf,
+        /// Print the report as JSON (logs, records and writes checked, damage found,
+        /// unindexed tail bytes).
         #[arg(long)]
         json: bool,
     },
@@ -53,7 +57,9 @@ pub enum ContainerCommand {
     /// With --force it is flattened anyway and the exit status is still 0. A size the
     /// target file system cannot hold, or data larger than its free space, is refused.
     Flatten {
+        /// The container (the directory that holds the logical file).
         path: PathBuf,
+        /// The plain file to write.
         out: PathBuf,
         /// Flatten a damaged container anyway (lost writes become zeros).
         #[arg(long)]
@@ -73,7 +79,10 @@ pub enum ContainerCommand {
     /// cleaned by the next compaction or writer. Waits for a compaction already
     /// running on the same container. A damaged container is refused.
     Compact {
+        /// The container (the directory that holds the logical file).
         path: PathBuf,
+        /// Print what was done as JSON (log sets rewritten, live bytes copied, files and
+        /// bytes on disk before and after); no progress bar.
         #[arg(long)]
         json: bool,
     },

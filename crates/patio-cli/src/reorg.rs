@@ -122,12 +122,13 @@ pub struct Opts {
     module: Option<String>,
     /// Storage model the gain is priced on: hdd, ssd or lustre (presets of the striped
     /// model), or probed (this machine's, from `patio store probe`).
-    #[arg(long, default_value = "lustre")]
+    #[arg(long, value_name = "PRESET", default_value = "lustre")]
     store: String,
     /// The number of targets (servers) of the --store model instead of the preset's.
     #[arg(long, value_name = "N")]
     store_targets: Option<usize>,
-    /// The stripe size in KiB of the --store model instead of the preset's.
+    /// The stripe size in KiB of the --store model instead of the preset's (RPCs stay
+    /// at most one stripe).
     #[arg(long, value_name = "KIB")]
     store_stripe_kib: Option<u64>,
     /// Pattern detector window.

@@ -114,24 +114,32 @@ def _ints(text: str, what: str) -> list[int]:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="AMR box layouts for Chombo HDF5 plot files")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
-    s = sub.add_parser("inspect", help="levels, boxes, bytes and order quality")
-    s.add_argument("file")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--plot", metavar="OUT.png")
-    s = sub.add_parser("advise", help="modelled cost of each layout on sampled queries")
-    s.add_argument("file")
-    s.add_argument("--queries", type=int, metavar="N")
+    def add(name: str, help_: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_[0].upper() + help_[1:] + ".")
+        sp.add_argument("file", help="the Chombo HDF5 plot file")
+        return sp
+
+    queries = ("queries sampled on the sampling level (thesis-shaped boxes of cells; "
+               "default one per box of that level)")
+    s = add("inspect", "levels, boxes, bytes and order quality (the share of boxes that "
+            "touch their successor in file order)")
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
+    s.add_argument("--plot", metavar="OUT.png", help="draw every level's boxes (x-y "
+                   "projection in 3-D), joined in file order, as a PNG")
+    s = add("advise", "modelled cost of each layout (original, morton, hilbert, cluster) on "
+            "sampled queries under the striped storage model, and the layout chosen")
+    s.add_argument("--queries", type=int, metavar="N", help=queries)
     add_store_options(s)
-    s.add_argument("--json", action="store_true")
-    s = sub.add_parser("reorder", help="rewrite the file with boxes in a new order")
-    s.add_argument("file")
-    s.add_argument("-o", "--output", required=True)
-    s.add_argument("--layout", choices=("auto",) + LAYOUTS, default="auto")
-    s.add_argument("--queries", type=int, metavar="N")
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
+    s = add("reorder", "rewrite the file with every level's boxes in a new order (written to "
+            "a temporary file, renamed when complete)")
+    s.add_argument("-o", "--output", required=True, help="the reordered file to write")
+    s.add_argument("--layout", choices=("auto",) + LAYOUTS, default="auto",
+                   help="the box order; auto: the one `patio amr advise` chooses (default)")
+    s.add_argument("--queries", type=int, metavar="N", help=f"with --layout auto: {queries}")
     add_store_options(s)
-    s.add_argument("--json", action="store_true")
-    s = sub.add_parser("read", help="read a region (level 0 indices, inclusive) across levels")
-    s.add_argument("file")
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
+    s = add("read", "read a region (level 0 indices, inclusive) across levels")
     s.add_argument(
         "--region",
         nargs=2,
@@ -139,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar=("LO", "HI"),
         help="comma-separated level-0 cell indices, e.g. 0,0 15,15",
     )
-    s.add_argument("--level", type=int)
+    s.add_argument("--level", type=int, help="only this level (default every level)")
     s.add_argument("-o", "--output", help=".npy (one level) or an .npz archive (all levels)")
     s.add_argument("--json", action="store_true",
                    help="report each level's region, boxes, reads and value shape as JSON")

@@ -20,8 +20,10 @@ use std::time::Duration;
 pub struct Args {
     /// Traces to measure (default: every .darshan log in ../shared/traces).
     traces: Vec<PathBuf>,
+    /// Runs of each timing (their median is reported).
     #[arg(long, default_value_t = 5)]
     reps: usize,
+    /// Print {"cases": [...]} as JSON instead of a table.
     #[arg(long)]
     json: bool,
 }
