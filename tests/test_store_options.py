@@ -102,6 +102,8 @@ def test_amr_advise_and_reorder_price_on_the_overridden_model(tmp_path: Path) ->
     other = advise("--store", "hdd", "--store-targets", "64", "--store-stripe-kib", "4")
     assert same["costs"] == base["costs"]
     assert other["costs"] != base["costs"]
+    assert [(r["store"], r["store_targets"], r["store_stripe_kib"]) for r in (base, other)] == [
+        ("hdd", None, None), ("hdd", 64, 4)]
     text = patio("amr", "advise", src, "--queries", "20", "--store-targets", "64")
     assert text.returncode == 0 and "lustre (64 targets) store model" in text.stdout, text
     for cmd in (["advise", src], ["reorder", src, "-o", tmp_path / "out.hdf5"]):

@@ -188,6 +188,8 @@ def _advise(a: argparse.Namespace) -> int:
     model = store_model_of(a)
     hier = read_hierarchy(a.file)
     res = advise(hier, model, a.queries)
+    # The model priced on, as `patio reorg plan --json` names it.
+    res.update(store=a.store, store_targets=a.store_targets, store_stripe_kib=a.store_stripe_kib)
     if a.json:
         print(json.dumps(res))
         return 0
