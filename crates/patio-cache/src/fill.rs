@@ -6,7 +6,7 @@
 
 use crate::core::{lock, Cache, Policy};
 use crate::graph::Item;
-use crate::stride::periods;
+use crate::stride::{near_periods, periods};
 use crate::table::Entry;
 use patio_prefetch::DataFile;
 use std::collections::{BTreeMap, HashMap};
@@ -194,8 +194,9 @@ impl Cache {
     }
 
     /// Caller `pid` read items `span` of `file` (of `size` bytes, checked at
-    /// `epoch`): if its stream is strided and its next period is not held, the next
-    /// periods nobody holds are read from SOURCE (contiguous ones in one request, in
+    /// `epoch`): if its stream is strided with periods near one another
+    /// ([`near_periods`]) and its next period is not held, the next periods nobody
+    /// holds are read from SOURCE (contiguous ones in one request, in
     /// file order) — while the file's groups pay and grouping I/O stays within its
     /// cap — and put in memory ahead of demand (the store gets them when used).
     pub(crate) fn stride_ahead(
@@ -213,6 +214,9 @@ impl Cache {
             let Some(stride) = st.strides.observe(pid, file, span.0) else {
                 return Ok(());
             };
+            if !near_periods(span.0, span.1, stride, b) {
+                return Ok(());
+            }
             let items = size.div_ceil(b);
             let it = |index| Item { file, index };
             let next = periods(span.0, span.1, stride, 1, items);

@@ -5,6 +5,7 @@
 
 use crate::core::{Cache, MAX_GROUPING_RATIO};
 use crate::stats::CacheStats;
+use crate::stride::AHEAD_GAP;
 use crate::table::{self, Table};
 use crate::test_support::config;
 use crate::{open_cache, CacheConfig, OpenFile, Policy};
@@ -245,6 +246,24 @@ fn a_strided_stream_is_brought_ahead_on_its_first_pass() {
         "the stream's next periods were ahead: {group:?}"
     );
     assert!(group.grouping_io_ratio() <= MAX_GROUPING_RATIO);
+}
+
+#[test]
+fn a_strided_stream_with_far_periods_is_read_on_demand() {
+    // Periods 300 items of 4 KiB apart (1.2 MiB, beyond AHEAD_GAP): bringing them
+    // ahead would save no request; the stream is read like lru reads it.
+    let stride = (AHEAD_GAP / 4096) + 44;
+    let reads = 12u64;
+    let data: Vec<u8> = (0..(reads * stride + 1) * 4096)
+        .map(|i| (i % 241) as u8)
+        .collect();
+    let far: Vec<u64> = (0..reads).map(|i| i * stride).collect();
+    let lru = walk(Policy::Lru, &data, &far);
+    let group = walk(Policy::Group, &data, &far);
+    assert_eq!(group.stride_batches, 0, "{group:?}");
+    assert_eq!(group.grouping_source_bytes, 0);
+    assert_eq!(group.misses, lru.misses);
+    assert_eq!(group.source_requests, lru.source_requests);
 }
 
 #[test]
