@@ -203,8 +203,8 @@ struct Client {
 /// client, each with one open handle for the whole run (so each client is one
 /// successor stream), all told to start each pass together; a pass ends when every
 /// client answered. After every pass the mount is left idle for [`GAP_MS`]. Returns
-/// the seconds of the passes and the bytes read.
-fn run_workload(dir: &Path, file: &Path, w: &Workload) -> Result<(f64, u64)> {
+/// the seconds of every pass and the bytes read.
+fn run_workload(dir: &Path, file: &Path, w: &Workload) -> Result<(Vec<f64>, u64)> {
     let clients = w.views[0].len();
     let mut procs = Vec::new();
     for c in 0..clients {
@@ -231,8 +231,8 @@ fn run_workload(dir: &Path, file: &Path, w: &Workload) -> Result<(f64, u64)> {
             output,
         });
     }
-    let result = (|| -> Result<(f64, u64)> {
-        let (mut seconds, mut bytes) = (0.0, 0u64);
+    let result = (|| -> Result<(Vec<f64>, u64)> {
+        let (mut seconds, mut bytes) = (Vec::new(), 0u64);
         let mut line = String::new();
         for _ in 0..w.views.len() * w.passes {
             let start = Instant::now();
@@ -251,7 +251,7 @@ fn run_workload(dir: &Path, file: &Path, w: &Workload) -> Result<(f64, u64)> {
                 }
                 bytes += l.parse::<u64>().context("a client's answer")?;
             }
-            seconds += start.elapsed().as_secs_f64();
+            seconds.push(start.elapsed().as_secs_f64());
             std::thread::sleep(Duration::from_millis(GAP_MS));
         }
         Ok((seconds, bytes))
@@ -273,6 +273,8 @@ pub struct PolicyResult {
     /// Timed passes plus the work the mount did in idle periods.
     pub seconds: f64,
     pub pass_seconds: f64,
+    /// Seconds of every pass, in order (each view `passes` times).
+    pub each_pass_seconds: Vec<f64>,
     pub idle_work_seconds: f64,
     /// Client bytes over `seconds`.
     pub bandwidth_mbps: f64,
@@ -301,7 +303,8 @@ fn run_once(dir: &Path, w: &Workload, policy: &str, setup: Setup) -> Result<Poli
     let file = m.mnt.join("source.dat");
     let run = run_workload(dir, &file, w);
     let stats = m.stop()?;
-    let (pass_seconds, bytes) = run?;
+    let (each_pass_seconds, bytes) = run?;
+    let pass_seconds = each_pass_seconds.iter().sum::<f64>();
     let g = |k: &str| stats[k].as_u64().unwrap_or(0);
     let idle = g("idle_work_ns") as f64 / 1e9;
     let seconds = pass_seconds + idle;
@@ -310,6 +313,7 @@ fn run_once(dir: &Path, w: &Workload, policy: &str, setup: Setup) -> Result<Poli
         storage: "model",
         seconds,
         pass_seconds,
+        each_pass_seconds,
         idle_work_seconds: idle,
         bandwidth_mbps: bytes as f64 / seconds / 1e6,
         runs_mbps: Vec::new(),
