@@ -48,8 +48,8 @@ EXPORT int MPI_File_open(MPI_Comm comm, const char *name, int amode, MPI_Info in
         f->trace = all[1];
         if ((all[0] || all[1]) && P(Comm_dup)(comm, &f->comm) == MPI_SUCCESS)
             f->own_comm = 1;
-        if (f->serving)
-            shared_open(f); /* collective: every rank serves */
+        if (f->own_comm && P(Comm_rank)(f->comm, &f->rank) != MPI_SUCCESS)
+            f->rank = -1;
         const char *stats = getenv("PATIO_MPIIO_STATS");
         f->stats = stats && *stats;
         view_default(&f->view);
@@ -189,6 +189,11 @@ static pfile_t *serving(MPI_File fh)
 EXPORT int MPI_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence)
 {
     pfile_t *f = serving(fh);
+    if (f) { /* collective: the layer may take the shared pointer over here */
+        mpiio_depth++;
+        shared_take(f);
+        mpiio_depth--;
+    }
     if (!f || !f->shared_ok)
         return P(File_seek_shared)(fh, offset, whence);
     /* collective, every rank with the same arguments: once every rank is done with the

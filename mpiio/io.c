@@ -16,8 +16,9 @@
  *    original), the other ranks after MPI_File_sync (interpose.c: after a sync at which
  *    any rank had written, no rank is served), in atomic mode at once (no rank is served
  *    once atomicity is set), and the next opener (the container is stale then).
- *  - Shared-pointer and ordered calls are served at the layer's shared pointer; when
- *    the MPI could not make its window they pass through to the original.
+ *  - Shared-pointer and ordered calls are served at the layer's shared pointer once the
+ *    layer took it over (shared.c: at the first ordered call or seek_shared); before,
+ *    or when the MPI could not make its window, they pass through to the original.
  *  - Nonblocking reads of a served file are served at the call and return a completed
  *    generalized request; split collectives are served at begin, their status is
  *    given at end.
@@ -282,6 +283,8 @@ int mpiio_io(int call, MPI_File fh, MPI_Offset off, const void *buf, int count, 
      * files prefetched but not served: independent explicit-offset reads (MPI keeps the
      * pointer, and every rank takes part in collective calls whatever its prefetching) */
     f->independent = !is_collective(base);
+    if (f->serving && mode == ORDERED)
+        shared_take(f); /* collective: the layer may take the shared pointer over here */
     if (f->serving && (mode == AT || mode == INDIV || f->shared_ok)) {
         rc = kept(f, call, off, buf, count, dt, st, req);
         mpiio_depth--;

@@ -138,6 +138,7 @@ typedef struct pfile {
     MPI_Win shared_win;         /* shared.c: the shared file pointer, on rank 0 … */
     int64_t *shared_mem;
     int shared_ok;              /* … kept by the layer (every rank created the window) */
+    int shared_tried;           /* the layer tried to take the shared pointer over */
     int wrote;                  /* this rank wrote the file while serving: its reads, and
                                    after the next sync every rank's, read the original */
     int split_real;             /* the begin call a split collective write was issued as */
@@ -200,10 +201,12 @@ uint64_t serve_size(pfile_t *f);
 void serve_stop(pfile_t *f);
 
 /* ---- shared.c ---- */
-/* Collective over f->comm, after the ranks agreed to serve: the window holding the
- * layer's shared file pointer (0). Sets f->shared_ok on every rank alike; when the MPI
- * cannot make the window, shared-pointer calls pass through to MPI. */
-void shared_open(pfile_t *f);
+/* Collective over f->comm, at the first collective call that needs the shared pointer
+ * (ordered access, seek_shared) of a served file: the layer takes the shared pointer over
+ * from MPI, in a window holding MPI's position. Sets f->shared_ok on every rank alike
+ * (once: later calls return it); when the MPI cannot make the window, shared-pointer
+ * calls keep passing through to MPI. */
+int shared_take(pfile_t *f);
 /* Collective (MPI_File_close). */
 void shared_close(pfile_t *f);
 /* Atomically the shared pointer before adding `etypes`; an MPI error code. */

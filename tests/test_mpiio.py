@@ -401,8 +401,13 @@ def test_registered_files_are_served_with_the_same_bytes(
         records = stats(counted)
         assert len(records) == RANKS
         for r in records:
-            assert r["served_calls"] > 0 and r["passed_calls"] == 0, (mode, r)
             rank = int(r["rank"])
+            if mode == "shared":  # read_shared goes to MPI until seek_shared hands the layer
+                # the shared pointer: then the last block is served
+                assert r["passed_calls"] == SEGMENTS and r["served_calls"] == 1, (mode, r)
+                assert r["served_bytes"] == BLOCK, (mode, r)
+                continue
+            assert r["served_calls"] > 0 and r["passed_calls"] == 0, (mode, r)
             if program == "ior_reader":  # seek re-reads each block's first transfer
                 read = len(ior_model(data, rank, mode)) + (SEGMENTS * TRANSFER if mode == "seek" else 0)
             else:
