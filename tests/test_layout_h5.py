@@ -599,3 +599,35 @@ def test_fancy_selections_made_at_once_equal_their_boxes(shape: list[int], data:
     assert got.nelements() == want.nelements() == int(hsel.id.get_select_npoints())
     assert got.native().nblocks() == want.native().nblocks()
     assert got.native().nelements() == want.native().nelements()
+
+
+def test_opening_reads_the_ready_replicas_with_the_schema_check(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """patio.h5 reads a file's ready replicas once, under the lock of the schema check
+    at open, for every dataset it then reads; a replica that fails or a write makes it
+    read them again (and a failed one is then no longer among them)."""
+    p = tmp_path / "r.h5"
+    data = make_file(p, (16, 12))
+    with h5py.File(p, "a") as f:
+        f.create_dataset("b", data=data + 1)
+    kb = KnowledgeBase(p)
+    for name in ("/a", "/b"):
+        replicas.build(kb, str(p), name, "transposed", {"axes": [1, 0]})
+    kb.close()
+    queries: list[Any] = []
+    real = KnowledgeBase.replicas
+
+    def counting(self: KnowledgeBase, *a: Any, **kw: Any) -> Any:
+        queries.append((a, kw))
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(KnowledgeBase, "replicas", counting)
+    with ph5.File(p, "a") as f:
+        assert np.array_equal(f["a"][:, 3], data[:, 3])
+        assert np.array_equal(f["b"][:, 3], data[:, 3] + 1)
+        assert f["a"][:, 4].shape == (16,) and f["b"][2:5, 4].shape == (3,)
+        assert len(queries) == 1 and queries[0] == ((), {"state": "ready"})
+        assert {d.replicas[0].row.dset for d in f._session.deciders.values()} == {"/a", "/b"}
+        f["b"][0, 0] = -1.0  # a write: /b's replicas stale, the replicas read again
+        assert np.array_equal(f["b"][:, 3], data[:, 3] + 1)
+        assert len(queries) == 2 and f._session.deciders["/b"] is None

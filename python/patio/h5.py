@@ -68,7 +68,7 @@ class _Session:
         try:
             from patio.layout.kb import KnowledgeBase
 
-            self.kb = KnowledgeBase(self.path)
+            self.kb = KnowledgeBase(self.path, ready=True)
         except Exception as e:  # noqa: BLE001 - any failure means: read without layouts
             warnings.warn(f"patio.h5: {self.path}: reads not recorded: {e}", LayoutWarning,
                           stacklevel=4)
@@ -85,6 +85,8 @@ class _Session:
         except OSError:
             now = None
         if now is None or now != self.version:
+            if self.version is not None and self.kb is not None:
+                self.kb.ready_rows = None  # replicas read at open: read them again
             self.deciders.clear()
             self.parsed.clear()
             self.version = now
@@ -103,7 +105,9 @@ class _Session:
     def _make_decider(self, dset: h5py.Dataset) -> Any:
         from patio.layout import decide, device, replicas, storage
 
-        rows = self.kb.replicas(dset.name, state="ready")
+        ready = self.kb.ready_rows  # read with the schema check at open, under one lock
+        rows = ([r for r in ready if r.dset == dset.name] if ready is not None else
+                self.kb.replicas(dset.name, state="ready"))
         check = storage.SourceCheck(self.path, dset)
         usable = []
         for row in rows:
@@ -150,6 +154,7 @@ class _Session:
         self.deciders.pop(dset, None)
         self.parsed.pop(dset, None)
         if self.kb is not None:
+            self.kb.ready_rows = None
             self.kb.set_state(rid, "damaged", str(err))
         warnings.warn(f"patio.h5: replica {rid} of {dset} failed ({err}); served from the "
                       "original", LayoutWarning, stacklevel=4)
@@ -159,6 +164,7 @@ class _Session:
         self.deciders.pop(dset, None)
         self.parsed.pop(dset, None)
         if self.kb is not None:
+            self.kb.ready_rows = None
             self.kb.mark_dataset_stale(dset, "written through patio.h5")
 
     def flush(self) -> None:
