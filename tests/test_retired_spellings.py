@@ -16,38 +16,32 @@ from pathlib import Path
 import pytest
 from patio._binary import patio_binary
 
-#: (old argv, new argv, the retired spelling, what the warning says to use instead)
+#: A cache mount of an empty source on a mount point that does not exist.
+CACHE = ["mount", "cache", "{src}", "{nomnt}", "--cache-dir", "{cd}"]
+PREFETCH = ["mount", "prefetch", "{src}", "{nomnt}", "--policy", "none"]
+
+#: (command, old options, new options, the retired spelling, what the warning says to
+#: use instead)
 CASES = [
-    (["mount", "cache", "{src}", "{nomnt}", "--cache-dir", "{cd}", "--disk-gib", "1"],
-     ["mount", "cache", "{src}", "{nomnt}", "--cache-dir", "{cd}", "--disk", "1GiB"],
-     "--disk-gib", "--disk 1GiB"),
-    (["mount", "cache", "{src}", "{nomnt}", "--cache-dir", "{cd}", "--memory-mib", "8"],
-     ["mount", "cache", "{src}", "{nomnt}", "--cache-dir", "{cd}", "--memory", "8MiB"],
+    (CACHE, ["--disk-gib", "1"], ["--disk", "1GiB"], "--disk-gib", "--disk 1GiB"),
+    (CACHE, ["--memory-mib", "8"], ["--memory", "8MiB"], "--memory-mib", "--memory 8MiB"),
+    (CACHE, ["--segment-mib", "4"], ["--segment", "4MiB"], "--segment-mib", "--segment 4MiB"),
+    (CACHE, ["--item-kib", "4"], ["--item", "4KiB"], "--item-kib", "--item 4KiB"),
+    (PREFETCH, ["--cache-mib", "8"], ["--memory", "8MiB"], "--cache-mib", "--memory 8MiB"),
+    (["mount", "trace", "{src}", "{nomnt}"], ["--out", "{tmp}/t.ptrace"],
+     ["--output", "{tmp}/t.ptrace"], "--out", "--output"),
+    (["container", "map", "{src}"], ["--out", "{tmp}/m.csv"], ["--output", "{tmp}/m.csv"],
+     "--out", "--output"),
+    (["bench", "cache", "--segment", "16MiB"], ["--memory-mib", "8"], ["--memory", "8MiB"],
      "--memory-mib", "--memory 8MiB"),
-    (["mount", "cache", "{src}", "{nomnt}", "--cache-dir", "{cd}", "--segment-mib", "4"],
-     ["mount", "cache", "{src}", "{nomnt}", "--cache-dir", "{cd}", "--segment", "4MiB"],
-     "--segment-mib", "--segment 4MiB"),
-    (["mount", "cache", "{src}", "{nomnt}", "--cache-dir", "{cd}", "--item-kib", "4"],
-     ["mount", "cache", "{src}", "{nomnt}", "--cache-dir", "{cd}", "--item", "4KiB"],
-     "--item-kib", "--item 4KiB"),
-    (["mount", "prefetch", "{src}", "{nomnt}", "--policy", "none", "--cache-mib", "8"],
-     ["mount", "prefetch", "{src}", "{nomnt}", "--policy", "none", "--memory", "8MiB"],
-     "--cache-mib", "--memory 8MiB"),
-    (["mount", "trace", "{src}", "{nomnt}", "--out", "{tmp}/t.ptrace"],
-     ["mount", "trace", "{src}", "{nomnt}", "--output", "{tmp}/t.ptrace"], "--out", "--output"),
-    (["container", "map", "{src}", "--out", "{tmp}/m.csv"],
-     ["container", "map", "{src}", "--output", "{tmp}/m.csv"], "--out", "--output"),
-    (["bench", "cache", "--memory-mib", "8", "--segment", "16MiB"],
-     ["bench", "cache", "--memory", "8MiB", "--segment", "16MiB"], "--memory-mib", "--memory 8MiB"),
-    (["bench", "cache", "--segment-mib", "128"], ["bench", "cache", "--segment", "128MiB"],
-     "--segment-mib", "--segment 128MiB"),
-    (["bench", "cache", "--repeat", "2", "--segment", "1GiB"],
-     ["bench", "cache", "--reps", "2", "--segment", "1GiB"], "--repeat", "--reps"),
-    (["bench", "reorg", "--repeat", "0"], ["bench", "reorg", "--reps", "0"], "--repeat", "--reps"),
-    (["bench", "reorg", "--targets", "0"], ["bench", "reorg", "--store-targets", "0"],
-     "--targets", "--store-targets"),
-    (["layout", "probe", "--model", "nosuch"], ["layout", "probe", "--store", "nosuch"],
-     "--model", "--store"),
+    (["bench", "cache"], ["--segment-mib", "128"], ["--segment", "128MiB"], "--segment-mib",
+     "--segment 128MiB"),
+    (["bench", "cache", "--segment", "1GiB"], ["--repeat", "2"], ["--reps", "2"], "--repeat",
+     "--reps"),
+    (["bench", "reorg"], ["--repeat", "0"], ["--reps", "0"], "--repeat", "--reps"),
+    (["bench", "reorg"], ["--targets", "0"], ["--store-targets", "0"], "--targets",
+     "--store-targets"),
+    (["layout", "probe"], ["--model", "nosuch"], ["--store", "nosuch"], "--model", "--store"),
 ]
 
 
@@ -57,16 +51,17 @@ def run(argv: list[str], where: dict[str, str]) -> subprocess.CompletedProcess[s
                           capture_output=True, text=True, env=env, timeout=120)
 
 
-@pytest.mark.parametrize("old, new, spelling, instead", CASES,
-                         ids=[f"{c[0][0]} {c[0][1]} {c[2]}" for c in CASES])
+@pytest.mark.parametrize("command, old, new, spelling, instead", CASES,
+                         ids=[f"{c[0][0]} {c[0][1]} {c[3]}" for c in CASES])
 def test_a_retired_spelling_does_what_the_new_one_does_after_one_line(
-    old: list[str], new: list[str], spelling: str, instead: str, tmp_path: Path
+    command: list[str], old: list[str], new: list[str], spelling: str, instead: str,
+    tmp_path: Path,
 ) -> None:
     where = {"src": str(tmp_path / "src"), "nomnt": str(tmp_path / "no-mount-point"),
              "cd": str(tmp_path / "cache"), "tmp": str(tmp_path)}
     (tmp_path / "src").mkdir()
     (tmp_path / "cache").mkdir()
-    was, now = run(old, where), run(new, where)
+    was, now = run([*command, *old], where), run([*command, *new], where)
     warning = f"patio: warning: {spelling} is deprecated and will be removed; use {instead}"
     lines = was.stderr.splitlines()
     assert lines[:1] == [warning], was.stderr
