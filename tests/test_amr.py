@@ -370,7 +370,8 @@ def test_cli_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     out = tmp_path / "out.hdf5"
     assert main(["reorder", str(src), "-o", str(out), "--layout", "morton", "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
-    assert set(rep) == {"layout", "chosen_by", "levels"}
+    assert set(rep) == {"layout", "chosen_by", "levels", "store", "store_targets",
+                        "store_stripe_kib"}
     assert set(rep["levels"][0]) == {"level", "boxes", "jumps_before", "jumps_after"}
     assert_same_boxes(src, out)
     npy = tmp_path / "r.npy"

@@ -114,6 +114,7 @@ def test_amr_advise_and_reorder_price_on_the_overridden_model(tmp_path: Path) ->
     done = patio("amr", "reorder", src, "-o", tmp_path / "out.hdf5", "--queries", "20",
                  "--store-targets", "64", "--json")
     assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["store_targets"] == 64
     assert (tmp_path / "out.hdf5").exists()
 
 

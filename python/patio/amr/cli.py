@@ -182,14 +182,19 @@ def _store_text(a: argparse.Namespace) -> str:
     return parts[0] if len(parts) == 1 else f"{parts[0]} ({', '.join(parts[1:])})"
 
 
+def _store_json(a: argparse.Namespace) -> dict[str, Any]:
+    """The model priced on, as `patio reorg plan --json` names it."""
+    return {"store": a.store, "store_targets": a.store_targets,
+            "store_stripe_kib": a.store_stripe_kib}
+
+
 def _advise(a: argparse.Namespace) -> int:
     if a.queries is not None and a.queries < 1:
         raise ChomboError(a.file, "--queries must be at least 1")
     model = store_model_of(a)
     hier = read_hierarchy(a.file)
     res = advise(hier, model, a.queries)
-    # The model priced on, as `patio reorg plan --json` names it.
-    res.update(store=a.store, store_targets=a.store_targets, store_stripe_kib=a.store_stripe_kib)
+    res.update(_store_json(a))
     if a.json:
         print(json.dumps(res))
         return 0
@@ -218,6 +223,7 @@ def _reorder(a: argparse.Namespace) -> int:
             shown.update(done - shown.n)
 
         res = reorder(a.file, a.output, a.layout, model, a.queries, progress=advance)
+    res.update(_store_json(a))
     if a.json:
         print(json.dumps(res))
         return 0
