@@ -631,3 +631,32 @@ def test_opening_reads_the_ready_replicas_with_the_schema_check(
         f["b"][0, 0] = -1.0  # a write: /b's replicas stale, the replicas read again
         assert np.array_equal(f["b"][:, 3], data[:, 3] + 1)
         assert len(queries) == 2 and f._session.deciders["/b"] is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_ints_and_slices_read_as_h5py_and_recorded(tmp_path_factory: Any, data: Any) -> None:
+    """Ints, slices and Ellipsis from the original go through h5py's own read: the same
+    value and type as h5py's (scalars included), and every such read is recorded."""
+    path = tmp_path_factory.mktemp("s") / "s.h5"
+    shape = (7, 5, 3)
+    make_file(path, shape, chunks=(2, 5, 3))
+    os.environ["PATIO_LAYOUT_DIR"] = str(path.parent / "kb")
+    ax = [st.one_of(st.integers(-n, n - 1),
+                    st.builds(slice, st.one_of(st.none(), st.integers(-n, n)),
+                              st.one_of(st.none(), st.integers(-n, n)),
+                              st.one_of(st.none(), st.integers(1, 3))))
+          for n in shape]
+    reads = data.draw(st.lists(st.tuples(*ax), min_size=1, max_size=5))
+    reads.append((Ellipsis, 1))
+    with h5py.File(path, "r") as f:
+        want = [f["a"][a] for a in reads]
+    with ph5.File(path) as f:
+        got = [f["a"][a] for a in reads]
+    for g, w in zip(got, want):
+        assert type(g) is type(w) and np.shape(g) == np.shape(w) and np.array_equal(g, w)
+    kb = KnowledgeBase(path)
+    kb.compact()
+    assert sum(p_.reads for p_ in kb.patterns("/a")) == sum(
+        1 for w in want if np.size(w) > 0)
+    kb.close()
