@@ -11,6 +11,8 @@
 //! * [`store`] — `StorageModel`, the striped storage model (presets, parameters, the
 //!   many-client simulator and the eq 3.1 / eq 4.1 count inputs);
 //! * [`version`] — `file_version`, the core's file-version rule;
+//! * [`harness`] — `MountHarness`, `is_mounted`, `unmount`: patio-harness, the one
+//!   harness tests and benchmarks run mounts through;
 //! * [`convert`] — NumPy/sequence conversions, error mapping and allocation guards.
 //!
 //! Errors from patio-core surface as `ValueError` (or `OSError` for file access) with
@@ -21,6 +23,7 @@
 
 mod container;
 mod convert;
+mod harness;
 mod layout;
 mod maps;
 mod prefetch;
@@ -53,6 +56,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     container::register(m)?;
     store::register(m)?;
     layout::register(m)?;
+    harness::register(m)?;
     m.add("DEFAULT_WINDOW", patio_core::detect::DEFAULT_WINDOW as u64)?;
     Ok(())
 }

@@ -12,8 +12,10 @@
 use super::workloads::{Req, Workload};
 use crate::size_arg::Size;
 use anyhow::{bail, Context, Result};
+use patio_harness::{End, MountProcess};
 use serde::Serialize;
 use serde_json::Value;
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::FileExt;
@@ -60,13 +62,9 @@ pub const IDLE_MS: u64 = 300;
 /// The idle span after every pass, the same for every policy.
 pub const GAP_MS: u64 = IDLE_MS * 2 + 300;
 
-struct Mounted {
-    child: Child,
-    mnt: PathBuf,
-    stats: PathBuf,
-}
-
-fn mount(dir: &Path, policy: &str, setup: Setup) -> Result<Mounted> {
+/// A `patio mount cache` of `dir/src` on `dir/mnt` for `policy`, started through
+/// patio-harness (the one harness tests and benchmarks mount through).
+fn mount(dir: &Path, policy: &str, setup: Setup) -> Result<MountProcess> {
     let (src, mnt, cache, stats) = (
         dir.join("src"),
         dir.join("mnt"),
@@ -74,73 +72,37 @@ fn mount(dir: &Path, policy: &str, setup: Setup) -> Result<Mounted> {
         dir.join("stats.json"),
     );
     let _ = std::fs::remove_dir_all(&cache);
+    let _ = std::fs::remove_file(&stats);
     std::fs::create_dir_all(&mnt)?;
+    let mut argv: Vec<OsString> = Vec::new();
     // This very executable, even if a rebuild replaced the file meanwhile.
-    let child = Command::new("/proc/self/exe")
-        .args(["mount", "cache"])
-        .arg(&src)
-        .arg(&mnt)
-        .arg("--cache-dir")
-        .arg(&cache)
-        .args(["--policy", policy, "--store", "hdd"])
-        .args(["--memory", &Size(setup.memory).to_string()])
-        .args(["--disk", &Size(setup.disk).to_string()])
-        .args(["--segment", &Size(setup.segment).to_string()])
-        .args(["--idle-ms", &IDLE_MS.to_string()])
-        .args([
-            "--link-j",
-            &setup.link.j.to_string(),
-            "--link-k",
-            &setup.link.k.to_string(),
-        ])
-        .arg("--stats-json")
-        .arg(&stats)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("cannot start patio mount cache")?;
-    let mut m = Mounted { child, mnt, stats };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !is_mount(&m.mnt) {
-        if let Some(status) = m.child.try_wait()? {
-            let mut err = String::new();
-            if let Some(mut e) = m.child.stderr.take() {
-                use std::io::Read;
-                let _ = e.read_to_string(&mut err);
-            }
-            bail!("patio mount cache exited ({status}): {}", err.trim());
-        }
-        if Instant::now() > deadline {
-            let _ = m.child.kill();
-            bail!("the mount did not appear within 20 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    argv.push("/proc/self/exe".into());
+    argv.extend(["mount", "cache"].map(OsString::from));
+    argv.extend([src.into_os_string(), mnt.clone().into_os_string()]);
+    argv.extend(["--cache-dir".into(), cache.into_os_string()]);
+    for (option, value) in [
+        ("--policy", policy.to_string()),
+        ("--store", "hdd".to_string()),
+        ("--memory", Size(setup.memory).to_string()),
+        ("--disk", Size(setup.disk).to_string()),
+        ("--segment", Size(setup.segment).to_string()),
+        ("--idle-ms", IDLE_MS.to_string()),
+        ("--link-j", setup.link.j.to_string()),
+        ("--link-k", setup.link.k.to_string()),
+    ] {
+        argv.extend([OsString::from(option), OsString::from(value)]);
     }
-    Ok(m)
+    argv.extend(["--stats-json".into(), stats.clone().into_os_string()]);
+    MountProcess::start(&argv, &mnt, Some(&stats), Duration::from_secs(20), None)
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-fn is_mount(p: &Path) -> bool {
-    let text = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let want = p.to_string_lossy();
-    text.lines()
-        .any(|l| l.split_whitespace().nth(1) == Some(want.as_ref()))
-}
-
-impl Mounted {
-    fn stop(self) -> Result<Value> {
-        // SAFETY: sending a signal to our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let out = self.child.wait_with_output()?;
-        if !out.status.success() {
-            bail!(
-                "patio mount cache failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        let text = std::fs::read_to_string(&self.stats)?;
-        Ok(serde_json::from_str(&text)?)
-    }
+/// Ends the mount (SIGINT), checks that it ended cleanly, and returns its counters.
+fn stop(mut m: MountProcess) -> Result<Value> {
+    m.end(End::Signal(libc::SIGINT), patio_harness::EXIT)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let text = m.stats_text().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(serde_json::from_str(&text)?)
 }
 
 /// What one client process reads: its requests of every view, each view `passes`
@@ -300,9 +262,9 @@ pub struct PolicyResult {
 /// One run: mount, every view `passes` times, unmount.
 fn run_once(dir: &Path, w: &Workload, policy: &str, setup: Setup) -> Result<PolicyResult> {
     let m = mount(dir, policy, setup)?;
-    let file = m.mnt.join("source.dat");
+    let file = m.mnt().join("source.dat");
     let run = run_workload(dir, &file, w);
-    let stats = m.stop()?;
+    let stats = stop(m)?;
     let (each_pass_seconds, bytes) = run?;
     let pass_seconds = each_pass_seconds.iter().sum::<f64>();
     let g = |k: &str| stats[k].as_u64().unwrap_or(0);
