@@ -406,6 +406,7 @@ def test_bench_reorg_json_has_the_acceptance_keys_on_model_and_real_storage() ->
                     "original_batched_s", "held_out", "speedup_vs_best", "model_error"):  # fmt: skip
             assert key in r, key
         assert r["held_out"] is True and r["plan_ranks"] == 4 and r["ranks"] == 2
+        assert r["plan_store_targets"] == r["targets"] == 4  # planned on the measured model
         best = min(r["original_s"], r["original_batched_s"], r["collective_s"])
         assert r["speedup_vs_best"] == pytest.approx(best / r["reorganized_s"])
         # Two 64 KiB pieces per segment and rank: one sieved read per segment.

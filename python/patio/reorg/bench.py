@@ -130,12 +130,15 @@ def write_inputs(case: Case, src: Path) -> tuple[Path, Path]:
     return data, trace
 
 
-def reorganize(data: Path, trace: Path, out: Path, store: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [patio_binary(prog=PROG), "reorg", "apply", str(trace), "--file", str(data), "-o", str(out),
-         "--store", store, "--json"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+def reorganize(data: Path, trace: Path, out: Path, store: str, targets: int,
+               stripe_kib: int | None = None) -> dict[str, Any]:
+    """``patio reorg apply``, planned on the model the mounts measure on (the same
+    ``--store``, ``--store-targets`` and ``--store-stripe-kib``)."""
+    argv = [patio_binary(prog=PROG), "reorg", "apply", str(trace), "--file", str(data), "-o",
+            str(out), "--store", store, "--store-targets", str(targets), "--json"]  # fmt: skip
+    if stripe_kib is not None:
+        argv += ["--store-stripe-kib", str(stripe_kib)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{PROG}: error: {done.stderr.strip()}")
     result: dict[str, Any] = json.loads(done.stdout)
@@ -281,7 +284,7 @@ def measure_case(case: Case, store: str, targets: int, work: Path, modes: tuple[
     planned = plan_run(case) if held_out else case
     perturbation = ("shifted", shift) if held_out else None
     data, trace = write_inputs(planned, src)
-    applied = reorganize(data, trace, src / "data.pc", store)
+    applied = reorganize(data, trace, src / "data.pc", store, targets, stripe_kib)
     plan = applied["plan"]
     base: dict[str, Any] = {
         "name": case.name, "store": store, "targets": targets, "stripe_kib": stripe_kib,
@@ -296,6 +299,7 @@ def measure_case(case: Case, store: str, targets: int, work: Path, modes: tuple[
         "physical_extents_after": plan["physical_extents_after"],
         "model_seconds_before": plan["model_seconds_before"],
         "model_seconds_after": plan["model_seconds_one_request"],
+        "plan_store_targets": plan["store_targets"],
     }  # fmt: skip
     rows = []
     for storage in storages:
@@ -329,7 +333,7 @@ def sweeps(case: Case, store: str, targets: int, work: Path, log: Any,
     src.mkdir(parents=True, exist_ok=True)
     (work / "mnt").mkdir(exist_ok=True)
     data, trace = write_inputs(case, src)
-    reorganize(data, trace, src / "data.pc", store)
+    reorganize(data, trace, src / "data.pc", store, targets, stripe_kib)
     out = []
     for kind in ("smaller", "shifted"):
         for pct in (0, 10, 25, 50, 75):
