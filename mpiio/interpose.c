@@ -114,6 +114,7 @@ EXPORT int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype,
     mpiio_depth++;
     f->view_ok = view_set(&f->view, disp, etype, filetype) == 0;
     f->pos = 0;
+    f->shared_passed = 0; /* MPI's shared pointer is 0 again too */
     if (f->serving && f->shared_ok && P(Barrier)(f->comm) == MPI_SUCCESS && f->rank == 0)
         shared_set(f, 0); /* when every rank is done with the old view's pointer; the
                              others see it after the allreduce below */

@@ -299,6 +299,8 @@ int mpiio_io(int call, MPI_File fh, MPI_Offset off, const void *buf, int count, 
         return rc;
     }
     f->passed_calls++;
+    if (f->serving && mode == SHARED) /* MPI's shared pointer moves by what is asked */
+        f->shared_passed += (int64_t)(requested(dt, count) / (uint64_t)f->view.etype_size);
     if (!f->trace || (!f->view_ok && mode != ORDERED)) {
         rc = real_call(call, fh, off, buf, count, dt, st, req);
         mpiio_depth--;

@@ -139,6 +139,8 @@ typedef struct pfile {
     int64_t *shared_mem;
     int shared_ok;              /* … kept by the layer (every rank created the window) */
     int shared_tried;           /* the layer tried to take the shared pointer over */
+    int64_t shared_passed;      /* etypes this rank's shared-pointer calls asked MPI for
+                                   since the view was set, before the takeover */
     int wrote;                  /* this rank wrote the file while serving: its reads, and
                                    after the next sync every rank's, read the original */
     int split_real;             /* the begin call a split collective write was issued as */

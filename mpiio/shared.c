@@ -15,7 +15,9 @@
  * takes the shared pointer over only when a program needs it collectively: at its first
  * ordered call or seek_shared on a served file, when every rank is in the call and no
  * shared-pointer access is under way. Until then shared-pointer calls go to MPI (reads of
- * the original, same bytes), and the window starts at the position MPI's pointer reached.
+ * the original, same bytes), and the window starts at the position MPI's pointer reached:
+ * the etypes those calls asked for, summed over the ranks (MPI advances the pointer by
+ * what is requested).
  * A program that reads only with read_shared is not served (it never calls collectively
  * on the shared pointer); its reads read the original.
  *
@@ -32,9 +34,12 @@ int shared_take(pfile_t *f)
     if (f->shared_tried || !f->own_comm)
         return f->shared_ok;
     f->shared_tried = 1;
-    MPI_Offset at = 0;
+    /* MPI's shared pointer: what every rank's shared-pointer calls asked for since the
+     * view was set (no ordered call or seek_shared moved it: either would have made the
+     * layer take over), summed — MPI's own query is not relied on */
+    long long asked = (long long)f->shared_passed, at = 0;
     int ok = P(Comm_set_errhandler)(f->comm, H.errors_return) == MPI_SUCCESS &&
-             (f->rank != 0 || P(File_get_position_shared)(f->fh, &at) == MPI_SUCCESS);
+             P(Allreduce)(&asked, &at, 1, H.long_long, H.sum, f->comm) == MPI_SUCCESS;
     int64_t *mem = NULL;
     MPI_Aint bytes = f->rank == 0 ? (MPI_Aint)sizeof(int64_t) : 0;
     int made = ok && P(Win_allocate)(bytes, (int)sizeof(int64_t), H.info_null, f->comm, &mem,
