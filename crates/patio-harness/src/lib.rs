@@ -405,6 +405,11 @@ impl MountProcess {
 
     /// SIGKILL, as a crash would end it, then detaches the dead mount (lazily).
     pub fn kill(&mut self) {
+        self.kill_and_detach();
+    }
+
+    /// SIGKILL if still running, a lazy unmount of what is left, the output collected.
+    fn kill_and_detach(&mut self) {
         if self.running() {
             let _ = self.child.kill();
             self.wait(Duration::from_secs(30));
@@ -432,14 +437,7 @@ impl MountProcess {
                 self.wait(Duration::from_secs(wait));
             }
         }
-        if self.running() {
-            let _ = self.child.kill();
-            self.wait(Duration::from_secs(30));
-        }
-        if is_mounted(&self.mnt) {
-            let _ = unmount(&self.mnt, true);
-        }
-        self.collect();
+        self.kill_and_detach();
     }
 }
 
