@@ -68,6 +68,12 @@ pub struct Args {
     /// Runs of every measurement; the median is reported.
     #[arg(long = "reps", default_value_t = 1, alias = "repeat")]
     repeat: usize,
+    /// SOURCE behind the HDD-like storage model, on the real local disk (read with
+    /// O_DIRECT, so never from the page cache), or both (the main table twice, each
+    /// workload then with model_error: the model's group-vs-lru over the real one; the
+    /// sweeps on the model).
+    #[arg(long, value_parser = ["model", "real", "both"], default_value = "model")]
+    storage: String,
     /// Directory for SOURCE, the mounts and the cache directories (on local disk).
     #[arg(long, default_value = "/tmp")]
     dir: PathBuf,
@@ -204,16 +210,27 @@ pub fn run(args: Args) -> Result<()> {
             eprintln!("patio: bench cache: {what}");
         }
     };
+    let storages: &[&'static str] = match args.storage.as_str() {
+        "real" => &["real"],
+        "both" => &["model", "real"],
+        _ => &["model"],
+    };
     let base = Setup {
         memory,
         disk,
         segment,
         link: DEFAULT_LINK,
+        storage: storages[0],
     };
     let mut out = Vec::new();
     let mut table = Table::new(
-        "segment-grouping cache: bandwidth through the mount (HDD-like store)",
+        if storages == ["real"] {
+            "segment-grouping cache: bandwidth through the mount (real disk)"
+        } else {
+            "segment-grouping cache: bandwidth through the mount (HDD-like store; real disk)"
+        },
         &[
+            "storage",
             "workload",
             "policy",
             "seconds",
@@ -227,34 +244,41 @@ pub fn run(args: Args) -> Result<()> {
             "SOURCE reqs",
         ],
     );
-    for w in &workloads {
-        let mut res = serde_json::Map::new();
-        let mut rows = Vec::new();
-        for p in POLICIES {
-            say(format!("{} with {p}", w.name));
-            let r = run_policy(dir.path(), w, p, base, args.repeat)?;
-            res.insert(p.into(), serde_json::to_value(&r)?);
-            rows.push((p, r));
+    for &storage in storages {
+        for w in &workloads {
+            let mut res = serde_json::Map::new();
+            let mut rows = Vec::new();
+            for p in POLICIES {
+                say(format!("{} with {p} ({storage})", w.name));
+                let setup = Setup { storage, ..base };
+                let r = run_policy(dir.path(), w, p, setup, args.repeat)?;
+                res.insert(p.into(), serde_json::to_value(&r)?);
+                rows.push((p, r));
+            }
+            let bw = |name: &str| {
+                rows.iter()
+                    .find(|r| r.0 == name)
+                    .map_or(0.0, |r| r.1.bandwidth_mbps)
+            };
+            for (p, r) in &rows {
+                let mut cells = vec![storage.to_string()];
+                cells.extend(row(w.name, p, r, bw("none"), bw("lru")));
+                table.row(cells);
+            }
+            out.push(json!({
+                "name": w.name,
+                "storage": storage,
+                "passes": w.passes,
+                "views": w.views.len(),
+                "working_set_bytes": w.working_set(ITEM),
+                "client_bytes": w.client_bytes(),
+                "policies": res,
+                "group_vs_none": bw("group") / bw("none"),
+                "group_vs_lru": bw("group") / bw("lru"),
+            }));
         }
-        let bw = |name: &str| {
-            rows.iter()
-                .find(|r| r.0 == name)
-                .map_or(0.0, |r| r.1.bandwidth_mbps)
-        };
-        for (p, r) in &rows {
-            table.row(row(w.name, p, r, bw("none"), bw("lru")));
-        }
-        out.push(json!({
-            "name": w.name,
-            "passes": w.passes,
-            "views": w.views.len(),
-            "working_set_bytes": w.working_set(ITEM),
-            "client_bytes": w.client_bytes(),
-            "policies": res,
-            "group_vs_none": bw("group") / bw("none"),
-            "group_vs_lru": bw("group") / bw("lru"),
-        }));
     }
+    model_errors(&mut out);
     let mut sizes = Vec::new();
     for w in &workloads {
         let ws = w.working_set(ITEM);
@@ -333,7 +357,12 @@ pub fn run(args: Args) -> Result<()> {
             }));
         }
     }
-    let goals = goals(&out, &sizes);
+    let modelled: Vec<Value> = out
+        .iter()
+        .filter(|w| w["storage"] == storages[0])
+        .cloned()
+        .collect();
+    let goals = goals(&modelled, &sizes);
     let hdd = Striping::hdd();
     let store = json!({
         "preset": "hdd",
@@ -347,8 +376,8 @@ pub fn run(args: Args) -> Result<()> {
         "bandwidth_mbps_per_target": hdd.bandwidth / 1e6,
     });
     let doc = json!({
-        "storage": "model",
-        "store": store,
+        "storage": args.storage,
+        "store": if storages.contains(&"model") { store } else { Value::Null },
         "capacity": {
             "memory_bytes": memory,
             "disk_bytes": disk,
@@ -375,7 +404,7 @@ pub fn run(args: Args) -> Result<()> {
         return super::write_stdout(&format!("{}\n", serde_json::to_string_pretty(&doc)?));
     }
     table.note(format!(
-        "store: hdd preset (1 target, 64 KiB stripes, 0.05/1/4/8 ms by seek distance, 150 MB/s); memory {} : segment store {} : SOURCE {} (1 : 20 : 100); {} clients (processes reading through the mount, direct I/O); j/k {}/{}; every policy idles {} ms after each pass and its idle work is charged; median of {} run(s)",
+        "store: hdd preset (1 target, 64 KiB stripes, 0.05/1/4/8 ms by seek distance, 150 MB/s) on model rows, the local disk read with O_DIRECT on real rows; memory {} : segment store {} : SOURCE {} (1 : 20 : 100); {} clients (processes reading through the mount, direct I/O); j/k {}/{}; every policy idles {} ms after each pass and its idle work is charged; median of {} run(s)",
         human_bytes(memory),
         human_bytes(disk),
         human_bytes(file_size),
@@ -389,6 +418,25 @@ pub fn run(args: Args) -> Result<()> {
     print_sweeps(&sizes, &sweep, &jk)?;
     println!("goals: {}", serde_json::to_string(&doc["goals"])?);
     Ok(())
+}
+
+/// With both storages, each workload's `model_error`: its group-vs-lru on the model over
+/// the same on the real disk (set on both rows).
+fn model_errors(rows: &mut [Value]) {
+    let ratio = |rows: &[Value], name: &Value, storage: &str| {
+        rows.iter()
+            .find(|w| w["name"] == *name && w["storage"] == storage)
+            .and_then(|w| w["group_vs_lru"].as_f64())
+    };
+    let errors: Vec<Option<f64>> = rows
+        .iter()
+        .map(|w| Some(ratio(rows, &w["name"], "model")? / ratio(rows, &w["name"], "real")?))
+        .collect();
+    for (w, e) in rows.iter_mut().zip(errors) {
+        if let Some(e) = e {
+            w["model_error"] = json!(e);
+        }
+    }
 }
 
 /// The goals checked on this run: group ≥ lru everywhere; on zoom and tile

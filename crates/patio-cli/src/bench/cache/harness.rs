@@ -47,14 +47,17 @@ pub fn parse_link(s: &str) -> Result<Link> {
     Ok(Link { j, k })
 }
 
-/// What a mount is given: memory and disk budgets (bytes), segment size (bytes) and
-/// successor-link setting.
+/// What a mount is given: memory and disk budgets (bytes), segment size (bytes),
+/// successor-link setting, and what SOURCE is read through: `"model"` (the HDD-like
+/// storage model) or `"real"` (the local disk itself; SOURCE is read with `O_DIRECT`
+/// either way, so the page cache never serves it).
 #[derive(Clone, Copy)]
 pub struct Setup {
     pub memory: u64,
     pub disk: u64,
     pub segment: u64,
     pub link: Link,
+    pub storage: &'static str,
 }
 
 /// The mount's idle threshold.
@@ -80,9 +83,11 @@ fn mount(dir: &Path, policy: &str, setup: Setup) -> Result<MountProcess> {
     argv.extend(["mount", "cache"].map(OsString::from));
     argv.extend([src.into_os_string(), mnt.clone().into_os_string()]);
     argv.extend(["--cache-dir".into(), cache.into_os_string()]);
+    if setup.storage == "model" {
+        argv.extend(["--store", "hdd"].map(OsString::from));
+    }
     for (option, value) in [
         ("--policy", policy.to_string()),
-        ("--store", "hdd".to_string()),
         ("--memory", Size(setup.memory).to_string()),
         ("--disk", Size(setup.disk).to_string()),
         ("--segment", Size(setup.segment).to_string()),
@@ -272,7 +277,7 @@ fn run_once(dir: &Path, w: &Workload, policy: &str, setup: Setup) -> Result<Poli
     let seconds = pass_seconds + idle;
     let per_client = |b: u64| b as f64 / bytes.max(1) as f64;
     Ok(PolicyResult {
-        storage: "model",
+        storage: setup.storage,
         seconds,
         pass_seconds,
         each_pass_seconds,
