@@ -799,7 +799,10 @@ def test_fortran_programs_are_traced_and_served(tmp_path: Path, layer: Path, pro
     the original's bytes."""
     fortran_reader(program)
     src, data = make_ior(tmp_path)
-    args = lambda dump: [str(src), str(BLOCK), str(SEGMENTS), str(dump)]  # noqa: E731
+
+    def args(dump: Path) -> list[str]:
+        return [str(src), str(BLOCK), str(SEGMENTS), str(dump)]
+
     dump = tmp_path / "traced"
     dump.mkdir()
     rows = traced(tmp_path, layer, program, args(dump))
