@@ -32,3 +32,17 @@ def test_both_storages_give_a_row_each_and_the_model_error() -> None:
 def test_a_bad_storage_is_one_line() -> None:
     done = patio("bench", "cache", "--storage", "tape", check=False)
     assert done.returncode == 2 and "--storage" in done.stderr
+
+
+def test_the_model_is_chosen_like_every_command_chooses_it() -> None:
+    done = patio("bench", "cache", "--workload", "tile", "--tile-rows", "16", "--memory", "1MiB",
+                 "--sizes", "0", "--sweep", "0", "--sweep-jk", "0", "--passes", "1",
+                 "--clients", "1", "--store", "ssd", "--store-targets", "2", "--json")  # fmt: skip
+    store = json.loads(done.stdout)["store"]
+    assert (store["preset"], store["store_targets"], store["targets"]) == ("ssd", 2, 2)
+    assert store["bandwidth_mbps_per_target"] == pytest.approx(740.0)
+    for args, words in ((["--store", "nvme"], "unknown storage preset"),
+                        (["--store", "hdd", "--store-stripe-kib", "0"], "--store hdd")):  # fmt: skip
+        bad = patio("bench", "cache", *args, check=False)
+        assert bad.returncode != 0 and words in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr

@@ -68,7 +68,19 @@ pub struct Args {
     /// Runs of every measurement; the median is reported.
     #[arg(long = "reps", default_value_t = 1, alias = "repeat")]
     repeat: usize,
-    /// SOURCE behind the HDD-like storage model, on the real local disk (read with
+    /// The striped storage model SOURCE is read through on model rows: hdd (this
+    /// benchmark's, the paper's disk-backed setting), ssd, lustre, or probed (this
+    /// machine's, measured by `patio store probe`).
+    #[arg(long, value_name = "PRESET", default_value = "hdd")]
+    store: String,
+    /// With --store: the number of targets (servers) instead of the preset's.
+    #[arg(long, value_name = "N")]
+    store_targets: Option<usize>,
+    /// With --store: the stripe size in KiB instead of the preset's (RPCs stay at most
+    /// one stripe).
+    #[arg(long, value_name = "KIB")]
+    store_stripe_kib: Option<u64>,
+    /// SOURCE behind the storage model (--store), on the real local disk (read with
     /// O_DIRECT, so never from the page cache), or both (the main table twice, each
     /// workload then with model_error: the model's group-vs-lru over the real one; the
     /// sweeps on the model).
@@ -210,6 +222,22 @@ pub fn run(args: Args) -> Result<()> {
             eprintln!("patio: bench cache: {what}");
         }
     };
+    let striping = Striping::by_name(&args.store).map_err(|e| anyhow::anyhow!("--store: {e}"))?;
+    let striping = crate::store_args::overridden(
+        striping,
+        &args.store,
+        args.store_targets,
+        args.store_stripe_kib,
+    )?;
+    let preset = ["hdd", "ssd", "lustre", "probed"]
+        .into_iter()
+        .find(|p| *p == args.store)
+        .unwrap_or("hdd");
+    let model = harness::Model {
+        preset,
+        targets: args.store_targets,
+        stripe_kib: args.store_stripe_kib,
+    };
     let storages: &[&'static str] = match args.storage.as_str() {
         "real" => &["real"],
         "both" => &["model", "real"],
@@ -221,13 +249,14 @@ pub fn run(args: Args) -> Result<()> {
         segment,
         link: DEFAULT_LINK,
         storage: storages[0],
+        model,
     };
     let mut out = Vec::new();
     let mut table = Table::new(
         if storages == ["real"] {
             "segment-grouping cache: bandwidth through the mount (real disk)"
         } else {
-            "segment-grouping cache: bandwidth through the mount (HDD-like store; real disk)"
+            "segment-grouping cache: bandwidth through the mount (storage model; real disk)"
         },
         &[
             "storage",
@@ -363,17 +392,19 @@ pub fn run(args: Args) -> Result<()> {
         .cloned()
         .collect();
     let goals = goals(&modelled, &sizes);
-    let hdd = Striping::hdd();
+    let st = &striping;
     let store = json!({
-        "preset": "hdd",
-        "targets": hdd.targets,
-        "stripe_bytes": hdd.stripe_size,
-        "rpc_bytes": hdd.rpc_size,
-        "latency_seq_ms": hdd.latency_seq * 1e3,
-        "latency_near_ms": hdd.latency_near * 1e3,
-        "latency_mid_ms": hdd.latency_mid * 1e3,
-        "latency_far_ms": hdd.latency_far * 1e3,
-        "bandwidth_mbps_per_target": hdd.bandwidth / 1e6,
+        "preset": args.store,
+        "store_targets": args.store_targets,
+        "store_stripe_kib": args.store_stripe_kib,
+        "targets": st.targets,
+        "stripe_bytes": st.stripe_size,
+        "rpc_bytes": st.rpc_size,
+        "latency_seq_ms": st.latency_seq * 1e3,
+        "latency_near_ms": st.latency_near * 1e3,
+        "latency_mid_ms": st.latency_mid * 1e3,
+        "latency_far_ms": st.latency_far * 1e3,
+        "bandwidth_mbps_per_target": st.bandwidth / 1e6,
     });
     let doc = json!({
         "storage": args.storage,
@@ -404,7 +435,8 @@ pub fn run(args: Args) -> Result<()> {
         return super::write_stdout(&format!("{}\n", serde_json::to_string_pretty(&doc)?));
     }
     table.note(format!(
-        "store: hdd preset (1 target, 64 KiB stripes, 0.05/1/4/8 ms by seek distance, 150 MB/s) on model rows, the local disk read with O_DIRECT on real rows; memory {} : segment store {} : SOURCE {} (1 : 20 : 100); {} clients (processes reading through the mount, direct I/O); j/k {}/{}; every policy idles {} ms after each pass and its idle work is charged; median of {} run(s)",
+        "store: {} on model rows, the local disk read with O_DIRECT on real rows; memory {} : segment store {} : SOURCE {} (1 : 20 : 100); {} clients (processes reading through the mount, direct I/O); j/k {}/{}; every policy idles {} ms after each pass and its idle work is charged; median of {} run(s)",
+        crate::store_args::describe_store(Some(&patio_prefetch::StoreConfig::striped(striping.clone()))),
         human_bytes(memory),
         human_bytes(disk),
         human_bytes(file_size),

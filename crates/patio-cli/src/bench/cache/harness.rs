@@ -47,10 +47,19 @@ pub fn parse_link(s: &str) -> Result<Link> {
     Ok(Link { j, k })
 }
 
+/// The striped storage model of model rows: a preset and its overrides, as the mount
+/// takes them (`--store`, `--store-targets`, `--store-stripe-kib`).
+#[derive(Clone, Copy)]
+pub struct Model {
+    pub preset: &'static str,
+    pub targets: Option<usize>,
+    pub stripe_kib: Option<u64>,
+}
+
 /// What a mount is given: memory and disk budgets (bytes), segment size (bytes),
-/// successor-link setting, and what SOURCE is read through: `"model"` (the HDD-like
-/// storage model) or `"real"` (the local disk itself; SOURCE is read with `O_DIRECT`
-/// either way, so the page cache never serves it).
+/// successor-link setting, and what SOURCE is read through: `"model"` (`model`, the
+/// striped storage model) or `"real"` (the local disk itself; SOURCE is read with
+/// `O_DIRECT` either way, so the page cache never serves it).
 #[derive(Clone, Copy)]
 pub struct Setup {
     pub memory: u64,
@@ -58,6 +67,7 @@ pub struct Setup {
     pub segment: u64,
     pub link: Link,
     pub storage: &'static str,
+    pub model: Model,
 }
 
 /// The mount's idle threshold.
@@ -84,7 +94,13 @@ fn mount(dir: &Path, policy: &str, setup: Setup) -> Result<MountProcess> {
     argv.extend([src.into_os_string(), mnt.clone().into_os_string()]);
     argv.extend(["--cache-dir".into(), cache.into_os_string()]);
     if setup.storage == "model" {
-        argv.extend(["--store", "hdd"].map(OsString::from));
+        argv.extend(["--store", setup.model.preset].map(OsString::from));
+        if let Some(n) = setup.model.targets {
+            argv.extend(["--store-targets".into(), n.to_string().into()]);
+        }
+        if let Some(k) = setup.model.stripe_kib {
+            argv.extend(["--store-stripe-kib".into(), k.to_string().into()]);
+        }
     }
     for (option, value) in [
         ("--policy", policy.to_string()),
