@@ -167,6 +167,22 @@ static int fallback(pfile_t *f, int base, MPI_Offset at, void *buf, int count, M
     return MPI_SUCCESS;
 }
 
+/* Records a call MPI answered as MPIIO records from view data byte `b`: the bytes its
+ * status says it moved (`st`, a blocking call's), else the `want` bytes requested. */
+static void record_moved(pfile_t *f, int write, int call, uint64_t b, uint64_t want,
+                         MPI_Status *st, uint64_t t0, uint64_t t1)
+{
+    uint64_t moved = want;
+    MPI_Count n;
+    if (st && P(Get_elements_x)(st, H.byte, &n) == MPI_SUCCESS && n != MPI_UNDEFINED)
+        moved = (uint64_t)n;
+    extents_t e;
+    memset(&e, 0, sizeof e);
+    if (view_extents(&f->view, b, moved, &e) == 0)
+        trace_extents(f, write, call, &e, moved, t0, t1);
+    extents_free(&e);
+}
+
 /* The explicit-offset call of the same kind as `base` (collective, nonblocking, split). */
 static int explicit_of(int base)
 {
@@ -198,21 +214,14 @@ static int kept_write(pfile_t *f, int call, MPI_Offset at, const void *buf, int 
     MPI_Status *use = blocking && st == MPI_STATUS_IGNORE ? &local : st;
     uint64_t t0 = mpiio_now_ns();
     int rc = real_call(real, f->fh, at, buf, count, dt, use, req);
-    uint64_t t1 = mpiio_now_ns(), moved = requested(dt, count);
+    uint64_t t1 = mpiio_now_ns();
     if (rc != MPI_SUCCESS)
         return rc;
     if (is_begin(base))
         f->split_real = real;
-    MPI_Count n;
-    if (blocking && P(Get_elements_x)(use, H.byte, &n) == MPI_SUCCESS && n != MPI_UNDEFINED)
-        moved = (uint64_t)n;
-    if (f->trace) {
-        extents_t e;
-        memset(&e, 0, sizeof e);
-        if (view_extents(&f->view, (uint64_t)at * (uint64_t)f->view.etype_size, moved, &e) == 0)
-            trace_extents(f, 1, call, &e, moved, t0, t1);
-        extents_free(&e);
-    }
+    if (f->trace)
+        record_moved(f, 1, call, (uint64_t)at * (uint64_t)f->view.etype_size,
+                     requested(dt, count), blocking ? use : NULL, t0, t1);
     return rc;
 }
 
@@ -313,17 +322,9 @@ int mpiio_io(int call, MPI_File fh, MPI_Offset off, const void *buf, int count, 
     MPI_Status *use = blocking && st == MPI_STATUS_IGNORE ? &local : st;
     uint64_t t0 = mpiio_now_ns();
     rc = real_call(call, fh, off, buf, count, dt, use, req);
-    uint64_t t1 = mpiio_now_ns(), moved = want;
-    if (rc == MPI_SUCCESS && placed) {
-        MPI_Count n;
-        if (blocking && P(Get_elements_x)(use, H.byte, &n) == MPI_SUCCESS && n != MPI_UNDEFINED)
-            moved = (uint64_t)n;
-        extents_t e;
-        memset(&e, 0, sizeof e);
-        if (view_extents(&f->view, b, moved, &e) == 0)
-            trace_extents(f, write, call, &e, moved, t0, t1);
-        extents_free(&e);
-    }
+    uint64_t t1 = mpiio_now_ns();
+    if (rc == MPI_SUCCESS && placed)
+        record_moved(f, write, call, b, want, blocking ? use : NULL, t0, t1);
     mpiio_depth--;
     return rc;
 }
