@@ -79,9 +79,50 @@ static void finish(pfile_t *f)
         P(Comm_free)(&f->comm);
 }
 
+/* The layer's record of an open file when the layer watches it and the call comes from
+ * the program (not from the layer itself), or NULL. */
+static pfile_t *watched(MPI_File fh)
+{
+    return WATCHING() && !mpiio_depth ? files_find(fh) : NULL;
+}
+
+/* A served file whose pointers the layer keeps, or NULL. */
+static pfile_t *serving(MPI_File fh)
+{
+    pfile_t *f = watched(fh);
+    return f && f->serving ? f : NULL;
+}
+
+/* The position, in etypes of the view, that a seek by `offset` from `whence` names, with
+ * `current` the pointer it moves (individual or shared): MPI_ERR_ARG for an unknown
+ * `whence` or a position before the view's start. */
+static int seek_target(pfile_t *f, MPI_Offset offset, int whence, MPI_Offset current,
+                       MPI_Offset *at)
+{
+    MPI_Offset base;
+    if (whence == MPI_SEEK_SET) {
+        base = 0;
+    } else if (whence == MPI_SEEK_CUR) {
+        base = current;
+    } else if (whence == MPI_SEEK_END) {
+        MPI_Offset size;
+        int rc = P(File_get_size)(f->fh, &size);
+        if (rc != MPI_SUCCESS)
+            return rc;
+        base = (MPI_Offset)(view_bytes_before(&f->view, (uint64_t)size) /
+                            (uint64_t)f->view.etype_size);
+    } else {
+        return MPI_ERR_ARG;
+    }
+    if (base + offset < 0)
+        return MPI_ERR_ARG;
+    *at = base + offset;
+    return MPI_SUCCESS;
+}
+
 EXPORT int MPI_File_close(MPI_File *fh)
 {
-    pfile_t *f = WATCHING() && !mpiio_depth ? files_find(*fh) : NULL;
+    pfile_t *f = watched(*fh);
     if (f) {
         files_remove(f);
         finish(f);
@@ -108,7 +149,7 @@ EXPORT int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype,
                              MPI_Datatype filetype, const char *datarep, MPI_Info info)
 {
     int rc = P(File_set_view)(fh, disp, etype, filetype, datarep, info);
-    pfile_t *f = WATCHING() && !mpiio_depth ? files_find(fh) : NULL;
+    pfile_t *f = watched(fh);
     if (rc != MPI_SUCCESS || !f)
         return rc;
     mpiio_depth++;
@@ -142,34 +183,20 @@ EXPORT int MPI_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype,
 
 EXPORT int MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence)
 {
-    pfile_t *f = WATCHING() && !mpiio_depth ? files_find(fh) : NULL;
-    if (!f || !f->serving)
+    pfile_t *f = serving(fh);
+    if (!f)
         return P(File_seek)(fh, offset, whence);
     MPI_Offset at;
-    if (whence == MPI_SEEK_SET) {
-        at = offset;
-    } else if (whence == MPI_SEEK_CUR) {
-        at = f->pos + offset;
-    } else if (whence == MPI_SEEK_END) {
-        MPI_Offset size;
-        int rc = P(File_get_size)(fh, &size);
-        if (rc != MPI_SUCCESS)
-            return rc;
-        at = (MPI_Offset)(view_bytes_before(&f->view, (uint64_t)size) /
-                          (uint64_t)f->view.etype_size) + offset;
-    } else {
-        return MPI_ERR_ARG;
-    }
-    if (at < 0)
-        return MPI_ERR_ARG;
-    f->pos = at;
-    return MPI_SUCCESS;
+    int rc = seek_target(f, offset, whence, f->pos, &at);
+    if (rc == MPI_SUCCESS)
+        f->pos = at;
+    return rc;
 }
 
 EXPORT int MPI_File_get_position(MPI_File fh, MPI_Offset *offset)
 {
-    pfile_t *f = WATCHING() && !mpiio_depth ? files_find(fh) : NULL;
-    if (!f || !f->serving)
+    pfile_t *f = serving(fh);
+    if (!f)
         return P(File_get_position)(fh, offset);
     *offset = f->pos;
     return MPI_SUCCESS;
@@ -178,13 +205,6 @@ EXPORT int MPI_File_get_position(MPI_File fh, MPI_Offset *offset)
 EXPORT int MPI_File_get_size(MPI_File fh, MPI_Offset *size)
 {
     return P(File_get_size)(fh, size);
-}
-
-/* A served file whose pointers the layer keeps, or NULL. */
-static pfile_t *serving(MPI_File fh)
-{
-    pfile_t *f = WATCHING() && !mpiio_depth ? files_find(fh) : NULL;
-    return f && f->serving ? f : NULL;
 }
 
 EXPORT int MPI_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence)
@@ -202,16 +222,11 @@ EXPORT int MPI_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence)
     mpiio_depth++;
     int rc = P(Barrier)(f->comm);
     if (rc == MPI_SUCCESS && f->rank == 0) {
-        MPI_Offset at = offset, now = 0, size = 0;
-        if (whence == MPI_SEEK_CUR && (rc = shared_get(f, &now)) == MPI_SUCCESS)
-            at = now + offset;
-        else if (whence == MPI_SEEK_END && (rc = P(File_get_size)(fh, &size)) == MPI_SUCCESS)
-            at = (MPI_Offset)(view_bytes_before(&f->view, (uint64_t)size) /
-                              (uint64_t)f->view.etype_size) + offset;
-        else if (whence != MPI_SEEK_SET && whence != MPI_SEEK_CUR && whence != MPI_SEEK_END)
-            rc = MPI_ERR_ARG;
-        if (rc == MPI_SUCCESS && at < 0)
-            rc = MPI_ERR_ARG;
+        MPI_Offset now = 0, at = 0;
+        if (whence == MPI_SEEK_CUR)
+            rc = shared_get(f, &now);
+        if (rc == MPI_SUCCESS)
+            rc = seek_target(f, offset, whence, now, &at);
         if (rc == MPI_SUCCESS)
             rc = shared_set(f, at);
     }
@@ -259,23 +274,24 @@ EXPORT int MPI_File_set_atomicity(MPI_File fh, int flag)
     return rc;
 }
 
-/* A new size or preallocated blocks change what the original holds. */
-EXPORT int MPI_File_set_size(MPI_File fh, MPI_Offset size)
+/* A new size or preallocated blocks change what the original holds: `rc` is the call's
+ * answer, passed on after the file (if served) stops being served. */
+static int stop_serving_after(MPI_File fh, int rc)
 {
-    int rc = P(File_set_size)(fh, size);
     pfile_t *f = serving(fh);
     if (f)
         serve_stop(f);
     return rc;
 }
 
+EXPORT int MPI_File_set_size(MPI_File fh, MPI_Offset size)
+{
+    return stop_serving_after(fh, P(File_set_size)(fh, size));
+}
+
 EXPORT int MPI_File_preallocate(MPI_File fh, MPI_Offset size)
 {
-    int rc = P(File_preallocate)(fh, size);
-    pfile_t *f = serving(fh);
-    if (f)
-        serve_stop(f);
-    return rc;
+    return stop_serving_after(fh, P(File_preallocate)(fh, size));
 }
 
 /* ---- the read and write families ---- */
