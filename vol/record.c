@@ -42,13 +42,40 @@ static struct {
     int (*close)(PatioRecorder *);
 } L;
 
+/* A read waiting to be handed to the layout core: recording keeps each read's raw
+ * selection (as HDF5 gave it) in its file's buffer and hands the buffer over in one
+ * go - every BATCH reads, when its values pass ARENA_FLUSH, and when the file closes -
+ * so a read pays only the selection queries and a copy, and the core's encoding runs
+ * between reads, not inside them. */
+typedef struct {
+    uint32_t name; /* index into the entry's names */
+    int32_t kind;  /* PATIO_REC_* */
+    uint32_t rank, out_rank;
+    uint64_t nitems, bytes;
+    double t_end, seconds;
+    size_t at; /* shape[rank], out[out_rank], then the values, in the arena */
+} pending;
+
+/* Reads buffered per file before they go to the layout core (its own batch, after
+ * which it appends a frame to the log, is the same size). */
+#define BATCH 256
+/* Buffered selection values (8 bytes each) past which the buffer goes over at once. */
+#define ARENA_FLUSH ((size_t)1 << 16)
+
 /* The recorders of the files read from, by name (NULL recorder: no knowledge base, or
- * recording failed for it - once per open of the file). */
+ * recording failed for it - once per open of the file), and each one's reads not yet
+ * handed over, with the dataset names they name. */
 typedef struct {
     char *file;
     PatioRecorder *rec;
+    char **names;
+    size_t nnames, last;
+    pending reads[BATCH];
+    size_t nreads;
+    uint64_t *arena;
+    size_t used, cap;
 } entry;
-static entry *files;
+static entry **files;
 static size_t nfiles;
 
 static int load(const char *path)
@@ -111,13 +138,47 @@ void pv_record_init(void)
     pv_serve_init(L.lib);
 }
 
+/* Recording of the file stops (one warning): its recorder closed, its buffer dropped. */
+static void give_up(entry *e)
+{
+    pv_warn("%s: reads not recorded: %s", e->file, L.last_error());
+    L.close(e->rec);
+    e->rec = NULL;
+    e->nreads = e->used = 0;
+}
+
+/* Hands the file's buffered reads to the layout core, in the order they were read. */
+static void flush(entry *e)
+{
+    for (size_t i = 0; i < e->nreads && e->rec; i++) {
+        const pending *p = &e->reads[i];
+        const uint64_t *shape = e->arena + p->at, *out = shape + p->rank;
+        if (L.read(e->rec, e->names[p->name], p->rank, shape, p->kind, p->nitems,
+                   out + p->out_rank, p->out_rank, out, p->bytes, p->t_end,
+                   p->seconds) != PATIO_OK)
+            give_up(e);
+    }
+    e->nreads = e->used = 0;
+}
+
+/* Ends recording of one file: its reads handed over, its log ended. */
+static void entry_free(entry *e)
+{
+    flush(e);
+    if (e->rec && L.close(e->rec) != PATIO_OK)
+        pv_warn("%s: reads not recorded: %s", e->file, L.last_error());
+    for (size_t i = 0; i < e->nnames; i++)
+        free(e->names[i]);
+    free(e->names);
+    free(e->arena);
+    free(e->file);
+    free(e);
+}
+
 void pv_record_term(void)
 {
-    for (size_t i = 0; i < nfiles; i++) {
-        if (files[i].rec)
-            L.close(files[i].rec);
-        free(files[i].file);
-    }
+    for (size_t i = 0; i < nfiles; i++)
+        entry_free(files[i]);
     free(files);
     files = NULL;
     nfiles = 0;
@@ -128,18 +189,18 @@ void pv_record_term(void)
 static entry *recorder_for(const char *file)
 {
     for (size_t i = 0; i < nfiles; i++)
-        if (!strcmp(files[i].file, file))
-            return &files[i];
-    entry *grown = realloc(files, (nfiles + 1) * sizeof *files);
+        if (!strcmp(files[i]->file, file))
+            return files[i];
+    entry **grown = realloc(files, (nfiles + 1) * sizeof *files);
     if (!grown)
         return NULL;
     files = grown;
-    entry *e = &files[nfiles];
-    e->file = strdup(file);
-    e->rec = NULL;
-    if (!e->file)
+    entry *e = calloc(1, sizeof *e);
+    if (!e || !(e->file = strdup(file))) {
+        free(e);
         return NULL;
-    nfiles++;
+    }
+    files[nfiles++] = e;
     if (L.open(file, &e->rec) != PATIO_OK) {
         pv_warn("%s: reads not recorded: %s", file, L.last_error());
         e->rec = NULL;
@@ -156,11 +217,9 @@ void pv_record_file_opened(const char *name)
 void pv_record_file_closed(const char *name)
 {
     for (size_t i = 0; i < nfiles; i++) {
-        if (strcmp(files[i].file, name))
+        if (strcmp(files[i]->file, name))
             continue;
-        if (files[i].rec && L.close(files[i].rec) != PATIO_OK)
-            pv_warn("%s: reads not recorded: %s", name, L.last_error());
-        free(files[i].file);
+        entry_free(files[i]);
         files[i] = files[--nfiles];
         return;
     }
@@ -231,49 +290,114 @@ static hid_t dataset_space(pv_obj *o)
     return a.args.get_space.space_id;
 }
 
-/* The file selection as PATIO_REC_* kind and values (malloc'd, or NULL for none). */
-static int selection(hid_t space, int rank, int32_t *kind, uint64_t *nitems, hsize_t **values)
+/* Room for n more values in e's arena (NULL: none). */
+static uint64_t *reserve(entry *e, size_t n)
 {
-    *values = NULL;
-    *nitems = 0;
+    if (e->used + n > e->cap) {
+        size_t cap = e->cap ? e->cap : 1024;
+        while (cap < e->used + n)
+            cap *= 2;
+        uint64_t *grown = realloc(e->arena, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        e->arena = grown;
+        e->cap = cap;
+    }
+    return e->arena + e->used;
+}
+
+/* The index of dataset `name` among e's names (added when new; -1: no memory). */
+static long name_index(entry *e, const char *name)
+{
+    if (e->last < e->nnames && !strcmp(e->names[e->last], name))
+        return (long)e->last;
+    for (size_t i = 0; i < e->nnames; i++)
+        if (!strcmp(e->names[i], name))
+            return (long)(e->last = i);
+    char **grown = realloc(e->names, (e->nnames + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    e->names = grown;
+    if (!(e->names[e->nnames] = strdup(name)))
+        return -1;
+    return (long)(e->last = e->nnames++);
+}
+
+/* Buffers the file selection of `space` (p->rank dims `shape`) read into a result of
+ * `out` (p->out_rank dims; -1: the selection's element count, 1-D): the selection as
+ * PATIO_REC_* kind and values, taken straight from HDF5 into the arena, and its element
+ * count. 0: not recorded. */
+static int buffer(entry *e, pending *p, hid_t space, const hsize_t *shape, const hsize_t *out,
+                  hssize_t *npoints)
+{
+    size_t rank = p->rank, n = 0;
+    hssize_t items = 0;
     switch (H5Sget_select_type(space)) {
     case H5S_SEL_ALL:
-        *kind = PATIO_REC_ALL;
-        return 1;
-    case H5S_SEL_POINTS: {
-        hssize_t n = H5Sget_select_elem_npoints(space);
-        if (n <= 0 || !(*values = malloc((size_t)n * (size_t)rank * sizeof(hsize_t))))
-            return 0;
-        *kind = PATIO_REC_POINTS;
-        *nitems = (uint64_t)n;
-        return H5Sget_select_elem_pointlist(space, 0, (hsize_t)n, *values) >= 0;
-    }
+        p->kind = PATIO_REC_ALL;
+        *npoints = 1;
+        for (size_t a = 0; a < rank; a++)
+            *npoints *= (hssize_t)shape[a];
+        break;
+    case H5S_SEL_POINTS:
+        p->kind = PATIO_REC_POINTS;
+        *npoints = items = H5Sget_select_elem_npoints(space);
+        n = (size_t)(items > 0 ? items : 0) * rank;
+        break;
     case H5S_SEL_HYPERSLABS:
         if (H5Sis_regular_hyperslab(space) > 0) {
-            if (!(*values = malloc(4 * (size_t)rank * sizeof(hsize_t))))
-                return 0;
-            hsize_t *v = *values;
-            *kind = PATIO_REC_REGULAR;
-            *nitems = 1;
-            return H5Sget_regular_hyperslab(space, v, v + rank, v + 2 * rank, v + 3 * rank) >= 0;
+            p->kind = PATIO_REC_REGULAR;
+            items = 1;
+            n = 4 * rank;
         } else {
-            hssize_t n = H5Sget_select_hyper_nblocks(space);
-            if (n <= 0 || !(*values = malloc((size_t)n * 2 * (size_t)rank * sizeof(hsize_t))))
-                return 0;
-            *kind = PATIO_REC_BLOCKS;
-            *nitems = (uint64_t)n;
-            return H5Sget_select_hyper_blocklist(space, 0, (hsize_t)n, *values) >= 0;
+            p->kind = PATIO_REC_BLOCKS;
+            items = H5Sget_select_hyper_nblocks(space);
+            *npoints = H5Sget_select_npoints(space);
+            n = (size_t)(items > 0 ? items : 0) * 2 * rank;
         }
+        break;
     default:
         return 0;
     }
+    if (items < 0)
+        return 0;
+    size_t out_rank = out ? p->out_rank : 1, head = rank + out_rank;
+    uint64_t *v = reserve(e, head + n);
+    if (!v)
+        return 0;
+    hsize_t *sel = v + head;
+    int ok = 1;
+    if (p->kind == PATIO_REC_POINTS) {
+        ok = items > 0 && H5Sget_select_elem_pointlist(space, 0, (hsize_t)items, sel) >= 0;
+    } else if (p->kind == PATIO_REC_REGULAR) {
+        ok = H5Sget_regular_hyperslab(space, sel, sel + rank, sel + 2 * rank, sel + 3 * rank) >= 0;
+        *npoints = 1;
+        for (size_t a = 0; ok && a < rank; a++)
+            *npoints *= (hssize_t)(sel[2 * rank + a] * sel[3 * rank + a]);
+    } else if (p->kind == PATIO_REC_BLOCKS) {
+        ok = items > 0 && H5Sget_select_hyper_blocklist(space, 0, (hsize_t)items, sel) >= 0;
+    }
+    if (!ok || *npoints <= 0)
+        return 0;
+    memcpy(v, shape, rank * sizeof *v);
+    if (out)
+        memcpy(v + rank, out, out_rank * sizeof *v);
+    else
+        v[rank] = (uint64_t)*npoints;
+    p->out_rank = (uint32_t)out_rank;
+    p->nitems = (uint64_t)items;
+    p->at = e->used;
+    e->used += head + n;
+    return 1;
 }
+
+/* Dataspace queries below go without their rank first: H5Sget_simple_extent_dims
+ * returns it, and no dataspace has more than H5S_MAX_RANK (= MAX_RANK) dimensions. */
+_Static_assert(H5S_MAX_RANK <= MAX_RANK, "a dims buffer holds any dataspace's");
 
 static void record(pv_obj *o, hid_t mem_type_id, hid_t mem_space_id, hid_t file_space_id,
                    double t_end, double seconds)
 {
-    if (!o->dset && !(o->dset = describe(o)))
-        return;
     struct pv_dset *d = o->dset;
     if (!d->recordable || file_space_id == H5S_PLIST)
         return;
@@ -283,48 +407,52 @@ static void record(pv_obj *o, hid_t mem_type_id, hid_t mem_space_id, hid_t file_
     hid_t space = file_space_id == H5S_ALL ? dataset_space(o) : file_space_id;
     if (space < 0)
         return;
-    hsize_t shape[MAX_RANK], out[MAX_RANK], *values = NULL;
-    int rank = H5Sget_simple_extent_ndims(space), out_rank = rank;
-    hssize_t npoints = H5Sget_select_npoints(space);
-    int32_t kind = 0;
-    uint64_t nitems = 0;
-    if (rank > 0 && rank <= MAX_RANK && npoints > 0 &&
-        H5Sget_simple_extent_dims(space, shape, NULL) == rank &&
-        selection(space, rank, &kind, &nitems, &values)) {
-        if (mem_space_id == H5S_ALL) {
-            memcpy(out, shape, sizeof(hsize_t) * (size_t)rank);
-        } else if (mem_space_id == H5S_BLOCK) {
-            out_rank = 1;
-            out[0] = (hsize_t)npoints;
-        } else {
-            out_rank = H5Sget_simple_extent_ndims(mem_space_id);
-            if (out_rank < 0 || out_rank > MAX_RANK ||
-                H5Sget_simple_extent_dims(mem_space_id, out, NULL) != out_rank)
-                out_rank = -1;
-        }
-        size_t item = H5Tget_size(mem_type_id);
-        if (out_rank >= 0 &&
-            L.read(e->rec, d->name, (uint32_t)rank, shape, kind, nitems, values,
-                   (uint32_t)out_rank, out, (uint64_t)npoints * item, t_end,
-                   seconds) != PATIO_OK) {
-            pv_warn("%s: reads not recorded: %s", d->file, L.last_error());
-            L.close(e->rec);
-            e->rec = NULL;
+    hsize_t shape[MAX_RANK], out[MAX_RANK];
+    int rank = H5Sget_simple_extent_dims(space, shape, NULL), out_rank = rank;
+    const hsize_t *out_dims = out;
+    if (mem_space_id == H5S_ALL)
+        out_dims = shape;
+    else if (mem_space_id == H5S_BLOCK)
+        out_dims = NULL; /* 1-D, the selection's element count */
+    else
+        out_rank = H5Sget_simple_extent_dims(mem_space_id, out, NULL);
+    long name = rank > 0 && out_rank >= 0 ? name_index(e, d->name) : -1;
+    if (name >= 0) {
+        pending *p = &e->reads[e->nreads];
+        *p = (pending){.name = (uint32_t)name, .rank = (uint32_t)rank,
+                       .out_rank = (uint32_t)out_rank, .t_end = t_end, .seconds = seconds};
+        hssize_t npoints = 0;
+        if (buffer(e, p, space, shape, out_dims, &npoints)) {
+            p->bytes = (uint64_t)npoints * H5Tget_size(mem_type_id);
+            if (++e->nreads == BATCH || e->used >= ARENA_FLUSH)
+                flush(e);
         }
     }
-    free(values);
     if (space != file_space_id)
         H5Sclose(space);
 }
 
+/* The dataset's description, made at its first read (with HDF5's error reporting off:
+ * a failure only means its reads are not recorded). */
+static struct pv_dset *described(pv_obj *o)
+{
+    if (!o->dset) {
+        H5E_BEGIN_TRY
+        {
+            o->dset = describe(o);
+        }
+        H5E_END_TRY
+    }
+    return o->dset;
+}
+
 int pv_dataset_names(pv_obj *o, const char **file, const char **name)
 {
-    if (!o->dset && !(o->dset = describe(o)))
+    struct pv_dset *d = described(o);
+    if (!d || !d->recordable)
         return 0;
-    if (!o->dset->recordable)
-        return 0;
-    *file = o->dset->file;
-    *name = o->dset->name;
+    *file = d->file;
+    *name = d->name;
     return 1;
 }
 
@@ -341,14 +469,12 @@ int pv_record_wanted(pv_obj *dset)
     return e && e->rec;
 }
 
+/* HDF5's queries of valid dataspaces (HDF5 checked the read's arguments before it
+ * reached the connector) do not fail, so the error stack is not saved and restored
+ * around them - that costs more than the queries. */
 void pv_record_read(pv_obj *dset, hid_t mem_type_id, hid_t mem_space_id, hid_t file_space_id,
                     double t_end, double seconds)
 {
-    if (!L.on)
-        return;
-    H5E_BEGIN_TRY
-    {
+    if (L.on && described(dset))
         record(dset, mem_type_id, mem_space_id, file_space_id, t_end, seconds);
-    }
-    H5E_END_TRY
 }

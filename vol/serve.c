@@ -840,10 +840,24 @@ done:
     return served;
 }
 
+/* The entry of a dataset already looked at, when it has nothing to serve (NULL:
+ * otherwise) - checked with no HDF5 call, so such reads skip the error-stack handling. */
+static const entry *known_empty(pv_obj *o)
+{
+    const char *file = NULL, *dset = NULL;
+    if (!o->dset || !pv_dataset_names(o, &file, &dset))
+        return NULL;
+    file = resolved(file);
+    for (size_t i = 0; i < nentries; i++)
+        if (!strcmp(entries[i].dset, dset) && !strcmp(entries[i].file, file))
+            return entries[i].serve ? NULL : &entries[i];
+    return NULL;
+}
+
 int pv_serve_read(pv_obj *o, hid_t mem_type, hid_t mem_space, hid_t file_space, hid_t dxpl,
                   void *buf)
 {
-    if (!C.on || file_space == H5S_PLIST)
+    if (!C.on || file_space == H5S_PLIST || known_empty(o))
         return 0;
     int served = 0;
     H5E_BEGIN_TRY
