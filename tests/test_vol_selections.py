@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from h5py import h5s, h5t
 from patio.layout import h5sel
-from patio.layout.kb import KnowledgeBase
+from patio.layout.kb import KnowledgeBase, kb_dir
 from test_vol import DATASETS, SHAPE, compile_c, connector_env, make_file, patterns, run, vol
 
 READS = 40
@@ -34,10 +34,10 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return compile_c("vol_sel", tmp_path_factory.mktemp("vol"))
 
 
-def random_reads(rng: np.random.Generator) -> list[tuple[list[int], str, list[int]]]:
+def random_reads(rng: np.random.Generator, count: int = READS) -> list[tuple[list[int], str, list[int]]]:
     """(memory dims, kind, numbers) per read, as vol_sel.c's spec lines take them."""
     reads: list[tuple[list[int], str, list[int]]] = []
-    for _ in range(READS):
+    for _ in range(count):
         kind = rng.choice(["A", "H", "U", "P"], p=[0.1, 0.4, 0.25, 0.25])
         if kind == "A":
             reads.append((list(SHAPE), "A", []))
@@ -66,6 +66,10 @@ def random_reads(rng: np.random.Generator) -> list[tuple[list[int], str, list[in
             pts = [int(rng.integers(0, n)) for _ in range(k) for n in SHAPE]
             reads.append(([k], "P", [k] + pts))
     return reads
+
+
+def spec_line(mem: list[int], kind: str, nums: list[int]) -> str:
+    return " ".join(map(str, [len(mem), *mem, "H" if kind == "U" else kind, *nums]))
 
 
 def file_space(kind: str, nums: list[int]) -> h5s.SpaceID:
@@ -104,8 +108,7 @@ def test_random_selections_same_bytes_and_patterns_as_h5py_and_patio_h5(
                 want.append(arr.tobytes())
                 sel = h5sel.from_space(SHAPE, space, tuple(mem))
                 rows.append((dset, sel, arr.nbytes, 1, "py", time.time(), 0.0))
-                lines.append(" ".join(map(str, [len(mem), *mem, "H" if kind == "U" else kind,
-                                                *nums])))
+                lines.append(spec_line(mem, kind, nums))
             kb.record(rows)
             specs = tmp_path / "specs.txt"
             specs.write_text("\n".join(lines) + "\n")
@@ -120,3 +123,53 @@ def test_random_selections_same_bytes_and_patterns_as_h5py_and_patio_h5(
     kinds = {json.loads(p[1])["kind"] for p in got}
     assert kinds == {"hyperslab", "union", "points"}
 
+
+
+def access_rows(path: Path) -> list[tuple[object, ...]]:
+    """The access rows in the knowledge base's record logs, in the order they were
+    written (one log: one process): dataset, selection JSON, point indices, elements,
+    bytes."""
+    from patio.layout import kblog
+    from patio.layout.kb import decode_ints
+
+    logs = kb_dir(path) / "records"
+    names = kblog.log_names(logs)
+    assert len(names) == 1, names
+    dec, _ = kblog.read_log(logs / names[0], 0)
+    assert dec.problem is None and dec.finished
+    return [(r[0], r[1], None if r[2] is None else decode_ints(r[2]).tolist(), r[3], r[4])
+            for f in dec.frames for r in f.rows]
+
+
+@pytest.mark.usefixtures("layout_dir")
+def test_many_reads_reach_the_knowledge_base_in_order_as_patio_h5_records_them(
+    tmp_path: Path, program: Path, env: dict[str, str]
+) -> None:
+    """More reads than the connector buffers per file (256), and point reads whose
+    coordinates pass its value buffer's limit (65,536): every read reaches the knowledge
+    base once, in order, as patio.h5 records it."""
+    rng = np.random.default_rng(23)
+    c_file, py_file = make_file(tmp_path / "c.h5"), make_file(tmp_path / "py.h5")
+    KnowledgeBase(c_file).close()
+    reads = random_reads(rng, 700)
+    for at in (100, 101, 102, 400):  # 8,000 points x rank 3 = 24,000 values each
+        pts = rng.integers(0, SHAPE, size=(8000, len(SHAPE))).ravel().tolist()
+        reads.insert(at, ([8000], "P", [8000, *pts]))
+    dset = DATASETS[0]
+    rows, lines = [], []
+    for mem, kind, nums in reads:
+        space = file_space(kind, nums)
+        if kind == "U":
+            mem = [int(space.get_select_npoints())]
+        sel = h5sel.from_space(SHAPE, space, tuple(mem))
+        rows.append((dset, sel, 8 * int(space.get_select_npoints()), 1, "py", time.time(), 0.0))
+        lines.append(spec_line(mem, kind, nums))
+    with KnowledgeBase(py_file) as kb:
+        kb.record(rows)
+    specs = tmp_path / "specs.txt"
+    specs.write_text("\n".join(lines) + "\n")
+    r = run(program, c_file, dset, tmp_path / "vol.bin", vol(env), str(specs))
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    got, want = access_rows(c_file), access_rows(py_file)
+    assert len(got) == len(reads) == 704
+    assert got == want
