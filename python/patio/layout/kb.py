@@ -230,6 +230,62 @@ def _connect(path: Path) -> sqlite3.Connection:
     return db
 
 
+def _header_state(path: Path) -> bytes | None:
+    """Bytes 24-99 of a rollback-journal database's header - the file change counter
+    SQLite advances at every commit, the page count, the schema cookie - when no journal
+    lies beside the database (no write is in progress); None otherwise (a WAL or
+    unfinished database, a write in progress, a killed writer's hot journal)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(100)
+        if os.path.lexists(path.with_name(path.name + "-journal")):
+            return None
+    except OSError:
+        return None
+    if len(head) < 100 or head[:16] != b"SQLite format 3\0" or head[18] != 1:
+        return None
+    return head[24:100]
+
+
+def _read_unlocked(path: Path) -> tuple[object, list[ReplicaRow]] | None:
+    """The schema version (None when there is none) and the ``ready`` replicas of the
+    database at ``path``, read without its dot-file lock, or None when the read cannot
+    be trusted.
+
+    The lock costs a reader ``mkdir`` and ``rmdir`` of ``kb.sqlite.lock``, and ``rmdir``
+    takes milliseconds on a loaded local disk (more over NFS), which every file opened
+    through ``patio.h5`` paid. Instead, like a sequence lock: the header's state (change
+    counter included) is read, the journal's absence checked, the rows read through a
+    read-only connection that takes no lock (SQLite's ``unix-none`` VFS), the journal's
+    absence checked again and the header read again. In rollback-journal mode every
+    write to the database file happens while its journal exists, and every commit
+    advances the change counter; so a write overlapping the read either left its journal
+    at one of the two checks or happened wholly between them, and then changed the
+    counter. Any difference, and any SQLite error (a torn page), means: read under the
+    lock instead. The read-only connection cannot roll back a journal it takes for hot:
+    SQLite refuses (``SQLITE_READONLY_ROLLBACK``)."""
+    before = _header_state(path)
+    if before is None:
+        return None
+    uri = f"file:{urllib.parse.quote(str(path))}?mode=ro&vfs=unix-none"
+    try:
+        db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error:
+        return None
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        version = row[0] if row is not None else None
+        rows = (_replica_rows(db, state="ready")
+                if version is not None and str(version) == str(SCHEMA_VERSION) else [])
+    except (sqlite3.Error, ValueError, KeyError, TypeError):
+        return None
+    finally:
+        db.close()
+    if _header_state(path) != before:
+        return None
+    return version, rows
+
+
 class KnowledgeBase:
     """One source file's knowledge base (see the module docstring)."""
 
@@ -259,7 +315,8 @@ class KnowledgeBase:
             _unstick(self.path)
             _leave_wal(self.path)
             self.db = _connect(self.path)
-            self._migrate(ready)
+            if not (ready and self._open_unlocked()):
+                self._migrate(ready)
         except sqlite3.OperationalError as e:
             raise KnowledgeBaseError(f"knowledge base {self.path}: {e}") from None
         except sqlite3.DatabaseError as e:
@@ -274,6 +331,27 @@ class KnowledgeBase:
                 f"knowledge base {self.path} has schema version {value}, newer than this "
                 f"patio's {SCHEMA_VERSION}: upgrade patio or set PATIO_LAYOUT_DIR")
         return int(str(value))
+
+    def _open_unlocked(self) -> bool:
+        """The schema check and the ready replicas read without taking the database
+        lock (:func:`_read_unlocked`); False when that read could not be trusted or the
+        schema is not current (then :meth:`_migrate` reads under the lock)."""
+        got = _read_unlocked(self.path)
+        if got is None:
+            return False
+        version, rows = got
+        if version is None or self._check_version(version) != SCHEMA_VERSION:
+            return False
+        self.ready_rows = rows
+        return True
+
+    def read_ready(self) -> list[ReplicaRow]:
+        """The replicas in state ``ready`` now (without the lock when that read can be
+        trusted, see :func:`_read_unlocked`)."""
+        got = _read_unlocked(self.path)
+        if got is not None and got[0] is not None and str(got[0]) == str(SCHEMA_VERSION):
+            return got[1]
+        return self.replicas(state="ready")
 
     def _migrate(self, ready: bool = False) -> None:
         # The common case, a current database, in one read transaction (one lock).
@@ -453,6 +531,10 @@ class KnowledgeBase:
                             "INSERT INTO access(dset, sel, points, nelem, bytes, pid, run, t0, "
                             "seconds) VALUES(?,?,?,?,?,?,?,?,?)", frame.rows)
                         n += len(frame.rows)
+                    if frame.served:  # reads served from replicas (the VOL connector's)
+                        db.executemany(
+                            "UPDATE replica SET uses=uses+?, benefit=benefit+?, last_used="
+                            "MAX(COALESCE(last_used, 0), ?) WHERE id=? AND path=?", frame.served)
                     end = frame.end
                 if end != start:
                     db.execute("INSERT OR REPLACE INTO record_log VALUES(?,?,?)",
@@ -592,34 +674,39 @@ class KnowledgeBase:
                        "WHERE id=?", (time.time(), benefit, rid))
 
     def replicas(self, dset: str | None = None, state: str | None = None) -> list[ReplicaRow]:
-        q = ("SELECT id, dset, kind, params, sel, points, path, bytes, meta_bytes, state, "
-             "source, created, last_used, uses, benefit, note FROM replica")
-        cond, args = [], []
-        if dset is not None:
-            cond.append("dset=?")
-            args.append(dset)
-        if state is not None:
-            cond.append("state=?")
-            args.append(state)
-        if cond:
-            q += " WHERE " + " AND ".join(cond)
-        out = []
-        for r in self.db.execute(q + " ORDER BY id", args):
-            sel = None
-            if r[4] is not None:
-                d = json.loads(r[4])
-                pts = None
-                if d["kind"] == "points":
-                    lin = decode_ints(r[5])
-                    pts = np.stack(np.unravel_index(lin, tuple(d["shape"])), axis=1)
-                sel = Selection.from_json(r[4], pts)
-            out.append(ReplicaRow(r[0], r[1], r[2], json.loads(r[3]), sel, r[6], r[7], r[8],
-                                  r[9], json.loads(r[10]), r[11], r[12], r[13], r[14], r[15]))
-        return out
+        return _replica_rows(self.db, dset, state)
 
     def delete_replica(self, rid: int) -> None:
         with self.transaction() as db:
             db.execute("DELETE FROM replica WHERE id=?", (rid,))
+
+
+def _replica_rows(db: sqlite3.Connection, dset: str | None = None, state: str | None = None
+                  ) -> list[ReplicaRow]:
+    q = ("SELECT id, dset, kind, params, sel, points, path, bytes, meta_bytes, state, "
+         "source, created, last_used, uses, benefit, note FROM replica")
+    cond, args = [], []
+    if dset is not None:
+        cond.append("dset=?")
+        args.append(dset)
+    if state is not None:
+        cond.append("state=?")
+        args.append(state)
+    if cond:
+        q += " WHERE " + " AND ".join(cond)
+    out = []
+    for r in db.execute(q + " ORDER BY id", args):
+        sel = None
+        if r[4] is not None:
+            d = json.loads(r[4])
+            pts = None
+            if d["kind"] == "points":
+                lin = decode_ints(r[5])
+                pts = np.stack(np.unravel_index(lin, tuple(d["shape"])), axis=1)
+            sel = Selection.from_json(r[4], pts)
+        out.append(ReplicaRow(r[0], r[1], r[2], json.loads(r[3]), sel, r[6], r[7], r[8],
+                              r[9], json.loads(r[10]), r[11], r[12], r[13], r[14], r[15]))
+    return out
 
 
 def family_key(sel: Selection, points: bytes | None) -> tuple[str, int | None, int | None]:

@@ -9,6 +9,10 @@ the tail of a log whose writer was killed mid-write (or is still writing it), an
 stops there: everything before it is kept, the torn frame is ignored. The knowledge
 base merges the logs into SQLite (``KnowledgeBase.merge``). The format is documented in
 docs/FORMATS.md ("Record log").
+
+A log may instead count reads served from replicas (a ``served`` frame, version 2: the
+layout core writes one per replica set when the VOL connector closes a file), which the
+merge adds to the replicas' ``uses``, ``benefit`` and ``last_used``.
 """
 
 from __future__ import annotations
@@ -26,12 +30,16 @@ from pathlib import Path
 from .._files import _alive, host_name
 
 MAGIC = b"PKBL"
-VERSION = 1
+#: The newest log version this patio reads: 2 adds the served frame (KIND_SERVED).
+VERSION = 2
+#: The version of logs of reads alone (what RecordLog writes; older patio reads it).
+READS_VERSION = 1
 HEADER = struct.Struct("<4sHH")  # magic, version, reserved (0)
 FRAME = struct.Struct("<II")  # payload length, CRC-32 (zlib) of the payload
 KIND = struct.Struct("<B3xI")  # frame kind, 3 reserved bytes, row count
 KIND_READS = 1
 KIND_END = 2
+KIND_SERVED = 3
 #: Frames longer than this are damage, not data.
 MAX_PAYLOAD = 64 << 20
 #: Rows per frame when a batch is written (so no frame comes near MAX_PAYLOAD).
@@ -43,10 +51,14 @@ SUFFIX = ".log"
 
 _NUMS = struct.Struct("<qqq")  # nelem, bytes, pid
 _TIMES = struct.Struct("<dd")  # t0, seconds
+_SERVED = struct.Struct("<qqdd")  # replica id, reads served, benefit, last used
 
 #: One raw access row as the ``access`` table holds it:
 #: ``(dset, sel JSON, points blob or None, nelem, bytes, pid, run, t0, seconds)``.
 Row = tuple[str, str, "bytes | None", int, int, int, str, float, float]
+#: Reads served from one replica, in the order the merge's UPDATE takes them:
+#: ``(reads, benefit, last_used, replica id, replica path)``.
+Served = tuple[int, float, float, int, str]
 
 
 class LogError(Exception):
@@ -54,7 +66,7 @@ class LogError(Exception):
 
 
 def header() -> bytes:
-    return HEADER.pack(MAGIC, VERSION, 0)
+    return HEADER.pack(MAGIC, READS_VERSION, 0)
 
 
 def _frame(payload: bytes) -> bytes:
@@ -87,8 +99,21 @@ def encode_end() -> bytes:
     return _frame(KIND.pack(KIND_END, 0))
 
 
-def _decode_payload(payload: bytes) -> tuple[int, list[Row]]:
+def _decode_served(payload: bytes, count: int) -> list[Served]:
+    pos, out = KIND.size, []
+    for _ in range(count):
+        rid, uses, benefit, last_used = _SERVED.unpack_from(payload, pos)
+        path, pos = _text(payload, pos + _SERVED.size, _U16)
+        out.append((uses, benefit, last_used, rid, path))
+    if pos != len(payload):
+        raise ValueError(f"{len(payload) - pos} bytes after the last count")
+    return out
+
+
+def _decode_payload(payload: bytes) -> tuple[int, list[Row], list[Served]]:
     kind, count = KIND.unpack_from(payload, 0)
+    if kind == KIND_SERVED:
+        return kind, [], _decode_served(payload, count)
     if kind not in (KIND_READS, KIND_END):
         raise ValueError(f"unknown frame kind {kind}")
     pos = KIND.size
@@ -108,7 +133,7 @@ def _decode_payload(payload: bytes) -> tuple[int, list[Row]]:
         rows.append((dset, sel, points, nelem, nbytes, pid, run, t0, seconds))
     if pos != len(payload):
         raise ValueError(f"{len(payload) - pos} bytes after the last row")
-    return kind, rows
+    return kind, rows, []
 
 
 @dataclass
@@ -116,6 +141,8 @@ class Frame:
     kind: int
     rows: list[Row]
     end: int  # offset just after the frame in the log
+    #: A served frame's counts (empty for the other kinds).
+    served: list[Served] = field(default_factory=list)
 
 
 @dataclass
@@ -168,12 +195,12 @@ def decode(data: bytes, base: int) -> Decoded:
             out.problem = f"checksum mismatch at offset {base + pos}"
             break
         try:
-            kind, rows = _decode_payload(payload)
+            kind, rows, served = _decode_payload(payload)
         except (ValueError, struct.error, UnicodeDecodeError) as e:
             out.problem = f"bad frame at offset {base + pos}: {e}"
             break
         pos += FRAME.size + n
-        out.frames.append(Frame(kind, rows, base + pos))
+        out.frames.append(Frame(kind, rows, base + pos, served))
         out.end = base + pos
         if kind == KIND_END:
             if pos < len(data):
