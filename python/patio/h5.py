@@ -29,6 +29,8 @@ import h5py
 import numpy as np
 from h5py import h5r, h5s, h5t
 
+from patio.layout.selection import Selection
+
 if TYPE_CHECKING:
     from typing import Self
 
@@ -105,9 +107,10 @@ class _Session:
     def _make_decider(self, dset: h5py.Dataset) -> Any:
         from patio.layout import decide, device, replicas, storage
 
-        ready = self.kb.ready_rows  # read with the schema check at open, under one lock
-        rows = ([r for r in ready if r.dset == dset.name] if ready is not None else
-                self.kb.replicas(dset.name, state="ready"))
+        ready = self.kb.ready_rows  # read with the schema check at open
+        if ready is None:
+            ready = self.kb.ready_rows = self.kb.read_ready()
+        rows = [r for r in ready if r.dset == dset.name]
         check = storage.SourceCheck(self.path, dset)
         usable = []
         for row in rows:
@@ -199,20 +202,26 @@ class _Session:
 
 #: Index arguments h5py reads on its compiled path (no arrays, no booleans).
 _SIMPLE_ARGS = frozenset((int, np.int64, np.int32, np.intp, slice, type(Ellipsis)))
+#: Marks the memo keys of selections made from ints, slices and Ellipsis.
+_BASIC = object()
 
 
 class _ArrayKey:
     """An index array's part of an arguments key: equal exactly when dtype, shape and
-    every value are (the bytes compared), hashed from a sample of the bytes - hashing
-    all of a 2,000-entry index (16 KB) would cost more than the rest of a repeated read's
-    overhead together."""
+    every value are (the bytes compared). An integer index is hashed from a sample of
+    its bytes - hashing all of a 2,000-entry index (16 KB) would cost more than the rest
+    of a repeated read's overhead together, and sorted index sets differ almost
+    everywhere; a boolean mask is hashed whole: masks are mostly zeros, so samples of
+    different masks are equal and a memo of them would compare every entry on a
+    lookup."""
 
     __slots__ = ("data", "h")
 
     def __init__(self, arr: np.ndarray) -> None:
         self.data = (arr.dtype.str, arr.shape, arr.tobytes())
         b = self.data[2]
-        self.h = hash((self.data[0], arr.shape, len(b), b[:64], b[-64:], b[::97]))
+        sample = b if arr.dtype.kind == "b" else (b[:64], b[-64:], b[::97])
+        self.h = hash((self.data[0], arr.shape, len(b), sample))
 
     def __hash__(self) -> int:
         return self.h
@@ -324,6 +333,7 @@ class Dataset:
         self._session = session
         self._name = dset.name  # h5py asks HDF5 for it at every access
         self._plain_type: bool | None = None
+        self._itemsize = 0
 
     # -- reading ---------------------------------------------------------------------
     def _plain(self, args: tuple[Any, ...]) -> bool:
@@ -332,6 +342,7 @@ class Dataset:
         if self._plain_type is None:  # a dataset's type never changes
             self._plain_type = (d.dtype.fields is not None or d.dtype.kind not in "biuf"
                                 or h5py.check_dtype(vlen=d.dtype) is not None)
+            self._itemsize = d.dtype.itemsize
         return (
             self._plain_type or d.shape == () or d.size == 0
             or any(isinstance(a, (str, h5r.RegionReference)) or a is None for a in args)
@@ -339,6 +350,60 @@ class Dataset:
 
     def __getitem__(self, args: Any) -> Any:
         args = args if isinstance(args, tuple) else (args,)
+        for a in args:
+            if type(a) not in _SIMPLE_ARGS:
+                return self._read_general(args)
+        return self._read_basic(args)
+
+    def _read_basic(self, args: tuple[Any, ...]) -> Any:
+        """Ints, slices and Ellipsis: the selection made from the arguments directly
+        (:meth:`Selection.from_basic_index`), the decision remembered per selection, and
+        h5py's own compiled read when the original serves it."""
+        t0 = time.perf_counter()
+        d = self._d
+        if self._plain_type is None:
+            self._plain(args)
+        shape = d.shape
+        sel = None if self._plain_type or not shape else Selection.from_basic_index(shape, args)
+        if sel is None:  # patio leaves it alone, or h5py parses it (errors, empty reads)
+            return self._read_general(args)
+        session = self._session
+        decider = session.decider(d, self._name) if not session.disabled else None
+        if decider is not None:
+            memo = session.parsed.setdefault(self._name, {})
+            key = (_BASIC, sel.slabs[0], sel.out_shape)
+            hit = memo.get(key)
+            if hit is not None:
+                sel, _, choice = hit
+            else:
+                choice = decider.choose(sel)
+                if len(memo) >= PARSED_MEMO:
+                    memo.pop(next(iter(memo)))
+                memo[key] = (sel, None, choice)
+            arr = self._from_replica(choice)
+            if arr is not None:
+                session.record(self._name, sel, int(arr.nbytes), time.time(),
+                               time.perf_counter() - t0)
+                return arr[()] if arr.shape == () else arr
+        out = d[args]
+        session.record(self._name, sel, sel.slabs[0].nelements() * self._itemsize,
+                       time.time(), time.perf_counter() - t0)
+        return out
+
+    def _from_replica(self, choice: Any) -> np.ndarray | None:
+        """The read served by the chosen replica, or None (the original is chosen, or
+        the replica failed: marked damaged, the read left to the original)."""
+        if choice is None or choice.replica is None:
+            return None
+        try:
+            arr = choice.run()
+        except Exception as e:  # noqa: BLE001 - a bad replica never fails a read
+            self._session.damaged(choice.replica.row.id, self._name, e)
+            return None
+        self._session.used(choice.replica.row.id, choice.saved)
+        return arr
+
+    def _read_general(self, args: tuple[Any, ...]) -> Any:
         if self._plain(args):
             return self._d[args]
         from patio.layout import h5sel
@@ -360,21 +425,7 @@ class Dataset:
                 memo[key] = (sel, hsel, choice)
         if hsel.nselect == 0:
             return np.zeros(hsel.array_shape, dtype=self._d.dtype)
-        arr = None
-        if choice is not None and choice.replica is not None:
-            try:
-                arr = choice.run()
-                self._session.used(choice.replica.row.id, choice.saved)
-            except Exception as e:  # noqa: BLE001 - a bad replica never fails a read
-                self._session.damaged(choice.replica.row.id, self._name, e)
-                arr = None
-        if arr is None and all(type(a) in _SIMPLE_ARGS for a in args):
-            # Ints, slices and Ellipsis from the original: h5py's own read, which has a
-            # compiled path for them (a small box: 11 us against 55 us below).
-            out = self._d[args]
-            self._session.record(self._name, sel, int(np.asarray(out).nbytes), time.time(),
-                                 time.perf_counter() - t0)
-            return out
+        arr = self._from_replica(choice)
         if arr is None:
             arr = np.zeros(hsel.array_shape, self._d.dtype, order="C")
             mspace = h5s.create_simple(hsel.mshape)

@@ -30,13 +30,29 @@ from .selection import Selection, product
 from .storage import Layout, UnsupportedLayout, physical_layout
 
 
+class _Price:
+    """The original's modelled seconds for one selection, priced when first asked for
+    (a decision without replicas has nothing to weigh it against)."""
+
+    __slots__ = ("decider", "sel", "value")
+
+    def __init__(self, decider: Any, sel: Selection) -> None:
+        self.decider, self.sel, self.value = decider, sel, None
+
+    def __call__(self) -> float:
+        if self.value is None:
+            self.value = float(self.decider.candidates(self.sel.native())[0][1])
+        return self.value
+
+
 @dataclass
 class Candidate:
     """One way to serve a read: its name, modelled seconds and how to do it."""
 
     name: str
     replica: Replica | None
-    seconds: float
+    #: Modelled seconds (or, for an unpriced original, what prices it on demand).
+    cost: float | _Price
     run: Callable[[], np.ndarray]
     #: The parts as priced: the layout of each copy read and the core's selection in it.
     priced: list[tuple[Layout, Any]] = field(default_factory=list)
@@ -44,11 +60,20 @@ class Candidate:
     saved: float = 0.0
     #: Where each part comes from (None: the original).
     parts: list[Replica | None] = field(default_factory=list)
+    #: An unpriced original's layout and request (``priced`` is then made from them
+    #: when the extents are asked for).
+    request: tuple[Layout, Selection] | None = None
+
+    @property
+    def seconds(self) -> float:
+        return self.cost() if isinstance(self.cost, _Price) else self.cost
 
     @property
     def extents(self) -> list[Extents]:
         """Each part's sorted, merged byte extents (flattened on demand: the decision
         itself only prices them)."""
+        if self.request is not None and not self.priced:
+            self.priced = [(self.request[0], self.request[1].native())]
         return [Extents(*native_layout(lay).flatten_sorted(nsel)) for lay, nsel in self.priced]
 
     @property
@@ -132,7 +157,13 @@ class Decider:
 
     def choose(self, sel: Selection, dtype: Any = None) -> Candidate:
         """The cheapest eligible candidate (the original on ties); the core remembers
-        the decision per selection."""
+        the decision per selection. Without a replica the original is the only
+        candidate: chosen unpriced (its ``seconds`` priced when first asked for)."""
+        if not self.replicas:
+            orig = self.original
+            return Candidate("original", None, _Price(self._native, sel),
+                             lambda: read(orig, sel, dtype), parts=[None],
+                             request=(self._orig_layout, sel))
         plan, secs, parts, saved = self._native.choose(sel.native())
         best = self._candidate(sel, plan, secs, parts, dtype)
         best.saved = saved

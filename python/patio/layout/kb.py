@@ -23,7 +23,10 @@ reached through several mounts, so:
   FUSE mounts, each of which locks on its own); ``mkdir`` is atomic on all of them. So
   readers and writers of every host exclude each other - transactions are short, and
   recorders no longer write - and a lock older than LOCK_STALE_SECONDS, left by a
-  killed process, is broken (SQLite then rolls back its hot journal).
+  killed process, is broken (SQLite then rolls back its hot journal). The one read
+  every file opened through ``patio.h5`` makes (schema version, ready replicas) is made
+  without the lock when no write is in progress and checked afterwards like a sequence
+  lock (:func:`_read_unlocked`): the lock's ``rmdir`` costs milliseconds on a busy disk.
 
 Raw ``access`` rows are compacted into ``pattern`` rows: identical selections are
 counted once, and boxes that differ only in their start along one axis (a sub-plane of

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+_ALL = slice(None)
+
 
 @dataclass(frozen=True)
 class Hyperslab:
@@ -169,6 +171,65 @@ class Selection:
             pts,
             tuple(out_shape) if out_shape is not None else (len(pts),),
         )
+
+    @staticmethod
+    def from_basic_index(shape: tuple[int, ...], args: tuple[Any, ...]) -> Selection | None:
+        """The selection h5py makes of ``args`` - ints, slices and at most one Ellipsis
+        (``shape`` a tuple of ints) - as its one regular hyperslab, written as
+        :meth:`Hyperslab.normalized` writes it; the output drops the dimensions of ints.
+        None for whatever h5py should parse itself: too many indices, an int out of
+        range, a step below 1, a non-int slice member, or an empty selection. h5py reads
+        such arguments on its compiled path; this spares a read h5py's Python parser and
+        the dataspace round trip patio made only to learn what the read selects."""
+        nd = len(shape)
+        ell = -1
+        for i, a in enumerate(args):
+            if a is Ellipsis:
+                if ell >= 0:
+                    return None
+                ell = i
+        if ell >= 0:
+            if len(args) - 1 > nd:
+                return None
+            args = args[:ell] + (slice(None),) * (nd - len(args) + 1) + args[ell + 1:]
+        elif len(args) > nd:
+            return None
+        start, stride, count, block, out = [], [], [], [], []
+        for dim, length in enumerate(shape):
+            a = args[dim] if dim < len(args) else _ALL
+            if type(a) is slice:
+                try:
+                    lo, hi, step = a.indices(length)
+                except (TypeError, ValueError):
+                    return None
+                if step < 1 or hi <= lo:
+                    return None
+                c = (hi - lo - 1) // step + 1
+                out.append(c)
+                start.append(lo)
+                if step == 1 or c == 1:
+                    stride.append(1)
+                    count.append(1)
+                    block.append(c)
+                else:
+                    stride.append(step)
+                    count.append(c)
+                    block.append(1)
+            else:
+                try:
+                    i = int(a)
+                except (TypeError, ValueError):
+                    return None
+                if i < 0:
+                    i += length
+                if not 0 <= i < length:
+                    return None
+                start.append(i)
+                stride.append(1)
+                count.append(1)
+                block.append(1)
+        slab = Hyperslab(tuple(start), tuple(stride), tuple(count), tuple(block))
+        return Selection(shape, "hyperslab", (slab,), None, tuple(out))
 
     @staticmethod
     def all(shape: Sequence[int]) -> Selection:
