@@ -50,8 +50,11 @@ class LayoutWarning(UserWarning):
 class _Session:
     """Per-open-file state: knowledge base, replicas and deciders, record buffer."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, read_only: bool = False) -> None:
         self.path = os.path.abspath(path)
+        self.read_only = read_only
+        #: Per dataset name, facts of its type (see :class:`Dataset`); read-only files.
+        self.facts: dict[str, tuple[bool, int]] = {}
         self.run = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.records: list[tuple[Any, ...]] = []
         self.benefit: dict[int, list[float]] = {}
@@ -306,7 +309,7 @@ class File(Group):
 
     def __init__(self, path: str | os.PathLike[str], mode: str = "r", **kwargs: Any) -> None:
         f = h5py.File(path, mode, **kwargs)
-        super().__init__(f, _Session(os.fspath(path)))
+        super().__init__(f, _Session(os.fspath(path), read_only=f.mode == "r"))
         self._f = f
 
     def flush(self) -> None:
@@ -332,8 +335,12 @@ class Dataset:
         self._d = dset
         self._session = session
         self._name = dset.name  # h5py asks HDF5 for it at every access
-        self._plain_type: bool | None = None
-        self._itemsize = 0
+        # (type patio leaves to h5py, item size): a dataset's type never changes, and a
+        # file opened read-only keeps its datasets, so the session remembers them for
+        # the next wrapper of the same dataset (h5py makes a new object per lookup).
+        facts = session.facts.get(self._name)
+        self._plain_type: bool | None = None if facts is None else facts[0]
+        self._itemsize = 0 if facts is None else facts[1]
 
     # -- reading ---------------------------------------------------------------------
     def _plain(self, args: tuple[Any, ...]) -> bool:
@@ -343,6 +350,8 @@ class Dataset:
             self._plain_type = (d.dtype.fields is not None or d.dtype.kind not in "biuf"
                                 or h5py.check_dtype(vlen=d.dtype) is not None)
             self._itemsize = d.dtype.itemsize
+            if self._session.read_only:
+                self._session.facts[self._name] = (self._plain_type, self._itemsize)
         return (
             self._plain_type or d.shape == () or d.size == 0
             or any(isinstance(a, (str, h5r.RegionReference)) or a is None for a in args)
