@@ -320,7 +320,11 @@ class Selection:
         return np.concatenate(parts).astype(np.int64)
 
     def linear_indices(self) -> np.ndarray:
-        """Row-major linear index of every selected element in buffer order (reference)."""
+        """Row-major linear index of every selected element in buffer order (the
+        reference for unions; a point list's, which every recorded point read needs, made
+        without copying its coordinates)."""
+        if self.kind == "points" and self.points is not None and len(self.points):
+            return np.ravel_multi_index(tuple(self.points.T), self.shape).astype(np.int64)
         c = self.element_coords()
         if len(c) == 0:
             return np.zeros(0, np.int64)
