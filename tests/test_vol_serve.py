@@ -253,3 +253,83 @@ def test_serving_off_records_without_serving(
     with KnowledgeBase(f) as kb:
         kb.compact()
         assert kb.raw_rows() + sum(p.reads for p in kb.patterns()) > 0
+
+
+# ---- served counts through the record logs -----------------------------------------
+
+def served_log(entries: list[tuple[int, int, float, float, str]]) -> bytes:
+    """A served log as docs/FORMATS.md ("Record log", version 2) lays it out: the header,
+    one served frame of (replica id, reads, benefit, last used, path) entries, the end
+    frame."""
+    import struct
+    import zlib
+
+    def frame(payload: bytes) -> bytes:
+        return struct.pack("<II", len(payload), zlib.crc32(payload)) + payload
+
+    body = struct.pack("<B3xI", 3, len(entries))
+    for rid, uses, benefit, last_used, path in entries:
+        p = path.encode()
+        body += struct.pack("<qqddH", rid, uses, benefit, last_used, len(p)) + p
+    return b"PKBL" + struct.pack("<HH", 2, 0) + frame(body) + frame(struct.pack("<B3xI", 2, 0))
+
+
+def logs(path: Path) -> list[Path]:
+    from patio.layout.kb import kb_dir
+
+    return sorted((kb_dir(path) / "records").glob("*.log"))
+
+
+def test_the_connector_counts_served_reads_in_a_log_without_writing_the_database(
+    tmp_path: Path, programs: dict[str, Path], env: dict[str, str]
+) -> None:
+    """Closing the file leaves the counts in a served log (no write transaction, the
+    database file untouched); the merge of `patio layout status` adds them, once."""
+    from patio.layout import kblog
+
+    f = make_file(tmp_path / "run.h5")
+    build_every_kind(f, "/chunked")
+    with KnowledgeBase(f) as kb:
+        kb.compact()
+        db = kb.path
+    before = db.stat()
+    read_through(programs, env, f, "/chunked", tmp_path / "vol.bin")
+    after = db.stat()
+    assert (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size)
+    served_logs = []
+    for p in logs(f):
+        dec, _ = kblog.read_log(p, 0)
+        assert dec.problem is None and dec.finished
+        served_logs += [s for fr in dec.frames for s in fr.served]
+    assert served_logs and all(s[0] > 0 for s in served_logs)
+    counts = served(f)
+    want: dict[str, int] = {}
+    for uses, _, _, rid, _ in served_logs:
+        want[str(rid)] = want.get(str(rid), 0) + uses
+    assert {k: v for k, v in counts.items() if v} == want
+    assert served(f) == counts  # merged once: the logs are gone
+    assert not logs(f)
+
+
+def test_a_served_log_counts_only_its_replicas_and_a_torn_one_nothing(tmp_path: Path) -> None:
+    f = make_file(tmp_path / "run.h5")
+    with KnowledgeBase(f) as kb:
+        rid = replicas.build(kb, f, "/chunked", "transposed", {"axes": [1, 0, 2]})
+        (row,) = kb.replicas()
+        records = kb.dir / "records"
+    records.mkdir(exist_ok=True)
+    dead = 2**22 + 12345  # above pid_max's default: no such process
+    host = __import__("patio._files", fromlist=["host_name"]).host_name()
+    good = served_log([(rid, 5, 0.5, 1000.0, row.path), (rid, 2, 0.25, 3000.0, row.path),
+                       (rid, 9, 9.0, 9000.0, "/elsewhere/r1.h5"), (rid + 50, 4, 1.0, 1.0, "x")])
+    (records / f"{host}.{dead}-00000001.log").write_bytes(good)
+    torn = served_log([(rid, 100, 1.0, 1.0, row.path)])
+    (records / f"{host}.{dead}-00000002.log").write_bytes(torn[:30])
+    damaged = bytearray(torn)
+    damaged[20] ^= 0xFF  # inside the served frame: its checksum fails
+    (records / f"{host}.{dead}-00000003.log").write_bytes(bytes(damaged))
+    assert served(f) == {str(rid): 7}
+    with KnowledgeBase(f) as kb:
+        (row,) = kb.replicas()
+        assert (row.uses, row.benefit, row.last_used) == (7, 0.75, 3000.0)
+    assert not logs(f)  # merged or dropped: their writer is gone

@@ -252,7 +252,9 @@ int patio_serve_used(PatioServe *serve, uint64_t i, double saved);
 /* Replica i failed while serving (`why`): marked damaged in the knowledge base. */
 int patio_serve_damaged(PatioServe *serve, uint64_t i, const char *why);
 
-/* Records the reads counted and frees `serve` (NULL: nothing). */
+/* Records the reads counted - a served log in the knowledge base's records directory,
+ * which the next merge adds to the replicas' `uses` - and frees `serve` (NULL:
+ * nothing). */
 int patio_serve_close(PatioServe *serve);
 
 /* Marks every ready replica of dataset `dset` of `file` stale (before a write to it). */

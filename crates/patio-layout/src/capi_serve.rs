@@ -249,8 +249,8 @@ pub unsafe extern "C" fn patio_serve_damaged(
     })
 }
 
-/// Records the reads counted and frees `serve` (also on failure, whose message says
-/// why nothing was recorded).
+/// Records the reads counted (a served log, [`crate::kbserve::write_served_log`]) and
+/// frees `serve` (also on failure, whose message says why nothing was recorded).
 ///
 /// # Safety
 /// `serve` is null or from `patio_serve_open`, closed once.

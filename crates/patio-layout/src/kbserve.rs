@@ -5,7 +5,10 @@
 //! records (`setting` key `device`, which `patio layout build` stores); replicas found
 //! missing, unreadable or older than their source marked so in the knowledge base; and
 //! the reads each replica served counted (`replica.uses`, which `patio layout status`
-//! reports as `served_reads`, whichever front end served them).
+//! reports as `served_reads`, whichever front end served them): the counts of a set are
+//! appended, when it closes, to the knowledge base's record logs as a log of their own
+//! (record log version 2, a `served` frame; docs/FORMATS.md "Record log"), which the next
+//! merge adds to `replica` - no write transaction and no `fsync` in the reading process.
 //!
 //! A replica is current when the source's version (patio-core's [`FileVersion`]: device,
 //! inode, size, modification and change times) equals the one recorded at its build, or,
@@ -17,11 +20,18 @@
 //! The database is opened the way `patio.layout.kb` opens it: SQLite's `unix-dotfile`
 //! VFS (a lock is the directory `kb.sqlite.lock`, atomic on every file system), rollback
 //! journal, short write transactions; a busy database makes serving wait at most
-//! [`BUSY_MS`], after which the reads go to the original.
+//! [`BUSY_MS`], after which the reads go to the original. Opening a set reads the
+//! schema version, the replica rows and the device setting in one read transaction (the
+//! VFS takes and drops its lock directory once per transaction: a `mkdir` and `rmdir`
+//! each, milliseconds on a loaded disk). It also notes which datasets have ready
+//! replicas at all, with the database file's identity: while that identity (device,
+//! inode, size, modification and change times) stays, a dataset with none is known to
+//! have none without opening the database - a change the identity misses can only make
+//! a read go to the original, never to a replica.
 
 use crate::decide::{Decider, Holds, Replica};
 use crate::error::{LayoutError, Result};
-use crate::kblog::kb_dir;
+use crate::kblog::{kb_dir, random_hex, MAGIC};
 use crate::layout::Layout;
 use crate::price::Constants;
 use crate::selection::Axis;
@@ -30,9 +40,13 @@ use patio_core::FileVersion;
 use patio_storage::Striping;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde_json::{Map, Value};
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The newest knowledge-base schema this code reads (`meta.schema_version`).
@@ -73,10 +87,52 @@ fn kb_err(path: &Path, e: impl std::fmt::Display) -> LayoutError {
     LayoutError::Layout(format!("knowledge base {}: {e}", path.display()))
 }
 
-/// The knowledge base of `source`, opened as `patio.layout.kb` opens it (None: there is
-/// none).
-fn connect(source: &Path) -> Result<Option<(Connection, PathBuf)>> {
-    let path = kb_dir(source).join("kb.sqlite");
+/// A database file's identity: device, inode, size, modification and change times (ns).
+type Identity = [i64; 5];
+
+fn identity(path: &Path) -> Option<Identity> {
+    let m = std::fs::metadata(path).ok()?;
+    let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
+    Some([
+        m.dev() as i64,
+        m.ino() as i64,
+        m.size() as i64,
+        ns(m.mtime(), m.mtime_nsec()),
+        ns(m.ctime(), m.ctime_nsec()),
+    ])
+}
+
+/// Per knowledge base read in this process: its database's identity then and the
+/// datasets that had ready replicas.
+static READY: Mutex<Vec<(PathBuf, Identity, HashSet<String>)>> = Mutex::new(Vec::new());
+
+/// True when the database at `path` is known, as it is now, to hold no ready replica of
+/// `dset`.
+fn known_without_replicas(path: &Path, dset: &str) -> bool {
+    let Some(now) = identity(path) else {
+        return false;
+    };
+    let ready = READY.lock().unwrap_or_else(|e| e.into_inner());
+    ready
+        .iter()
+        .any(|(p, id, dsets)| p == path && *id == now && !dsets.contains(dset))
+}
+
+fn note_ready(path: &Path, id: Identity, dsets: HashSet<String>) {
+    let mut ready = READY.lock().unwrap_or_else(|e| e.into_inner());
+    ready.retain(|(p, ..)| p != path);
+    ready.push((path.to_path_buf(), id, dsets));
+}
+
+/// The knowledge base database of `source`.
+fn kb_path(source: &Path) -> PathBuf {
+    kb_dir(source).join("kb.sqlite")
+}
+
+/// The knowledge base at `path` (see [`kb_path`]), opened as `patio.layout.kb` opens it
+/// (None: there is none); its schema version is checked by [`check_schema`], inside the
+/// caller's transaction.
+fn connect(path: PathBuf) -> Result<Option<(Connection, PathBuf)>> {
     if !path.is_file() {
         return Ok(None);
     }
@@ -85,6 +141,11 @@ fn connect(source: &Path) -> Result<Option<(Connection, PathBuf)>> {
         .map_err(|e| kb_err(&path, e))?;
     db.busy_timeout(std::time::Duration::from_millis(BUSY_MS))
         .map_err(|e| kb_err(&path, e))?;
+    Ok(Some((db, path)))
+}
+
+/// Ok when the database's schema is one this code reads.
+fn check_schema(db: &Connection, path: &Path) -> Result<()> {
     let version: Option<String> = db
         .query_row(
             "SELECT value FROM meta WHERE key='schema_version'",
@@ -92,14 +153,14 @@ fn connect(source: &Path) -> Result<Option<(Connection, PathBuf)>> {
             |r| r.get(0),
         )
         .optional()
-        .map_err(|e| kb_err(&path, e))?;
+        .map_err(|e| kb_err(path, e))?;
     match version.as_deref().map(str::parse::<i64>) {
-        Some(Ok(v)) if v <= SCHEMA_VERSION => Ok(Some((db, path))),
+        Some(Ok(v)) if v <= SCHEMA_VERSION => Ok(()),
         Some(Ok(v)) => Err(kb_err(
-            &path,
+            path,
             format!("schema version {v} is newer than this patio's {SCHEMA_VERSION}"),
         )),
-        _ => Err(kb_err(&path, "damaged (no schema version)")),
+        _ => Err(kb_err(path, "damaged (no schema version)")),
     }
 }
 
@@ -311,11 +372,20 @@ impl ServeSet {
     /// base, or no ready replica of the dataset). Replicas whose file is gone are marked `missing` and left out (a note
     /// each); those whose holdings cannot be read are left out with a note.
     pub fn open(source: &Path, dset: &str) -> Result<Option<ServeSet>> {
-        let Some((db, path)) = connect(source)? else {
+        let path = kb_path(source);
+        if known_without_replicas(&path, dset) {
+            return Ok(None);
+        }
+        let Some((db, path)) = connect(path)? else {
             return Ok(None);
         };
+        // Taken before the reads: a change after it is seen as a change next time.
+        let before = identity(&path);
         let version = FileVersion::of(source)
             .map_err(|e| LayoutError::Layout(format!("{}: {e}", source.display())))?;
+        // One read transaction: the lock is taken once for the three reads below.
+        let tx = db.unchecked_transaction().map_err(|e| kb_err(&path, e))?;
+        check_schema(&db, &path)?;
         let rows: Vec<RowTuple> = {
             let mut q = db
                 .prepare(
@@ -338,10 +408,21 @@ impl ServeSet {
             it.collect::<std::result::Result<_, _>>()
                 .map_err(|e| kb_err(&path, e))?
         };
+        if let Some(id) = before {
+            let mut q = db
+                .prepare("SELECT DISTINCT dset FROM replica WHERE state='ready'")
+                .map_err(|e| kb_err(&path, e))?;
+            let dsets = q
+                .query_map([], |r| r.get::<_, String>(0))
+                .and_then(|it| it.collect::<std::result::Result<HashSet<_>, _>>())
+                .map_err(|e| kb_err(&path, e))?;
+            note_ready(&path, id, dsets);
+        }
         if rows.is_empty() {
             return Ok(None);
         }
         let (model, consts) = device(&db, &path)?;
+        tx.commit().map_err(|e| kb_err(&path, e))?;
         let mut set = ServeSet {
             db,
             source: source.to_path_buf(),
@@ -476,27 +557,30 @@ impl ServeSet {
         }
     }
 
-    /// Records the counted reads (`uses`, `last_used`, `benefit`) in one transaction.
+    /// Records the counted reads (`uses`, `last_used`, `benefit`): appended to the
+    /// knowledge base's record logs as a served log ([`served_log`]), which the next
+    /// merge adds to the replicas' rows.
     pub fn flush(&mut self) -> Result<()> {
-        if self.uses.iter().all(|u| u.0 == 0) {
+        let t = now_seconds();
+        let counts: Vec<Served> = self
+            .replicas
+            .iter()
+            .zip(&self.uses)
+            .filter(|(_, u)| u.0 > 0)
+            .map(|(r, u)| Served {
+                id: r.id,
+                uses: u.0,
+                benefit: u.1,
+                last_used: t,
+                path: r.path.to_string_lossy().into_owned(),
+            })
+            .collect();
+        if counts.is_empty() {
             return Ok(());
         }
-        let t = now_seconds();
-        let path = kb_dir(&self.source).join("kb.sqlite");
-        let tx = self
-            .db
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate);
-        let tx = tx.map_err(|e| kb_err(&path, e))?;
-        for (r, u) in self.replicas.iter().zip(&self.uses) {
-            if u.0 > 0 {
-                tx.execute(
-                    "UPDATE replica SET uses=uses+?1, last_used=?2, benefit=benefit+?3 WHERE id=?4",
-                    params![u.0 as i64, t, u.1, r.id],
-                )
-                .map_err(|e| kb_err(&path, e))?;
-            }
-        }
-        tx.commit().map_err(|e| kb_err(&path, e))?;
+        let dir = kb_dir(&self.source).join("records");
+        write_served_log(&dir, &counts)
+            .map_err(|e| LayoutError::Layout(format!("{}: {e}", dir.display())))?;
         self.uses.iter_mut().for_each(|u| *u = (0, 0.0));
         Ok(())
     }
@@ -527,15 +611,83 @@ impl Drop for ServeSet {
 /// Marks every ready replica of `dset` in `source`'s knowledge base stale (a write to
 /// the dataset is about to change it). Ok when there is no knowledge base.
 pub fn mark_dataset_stale(source: &Path, dset: &str, note: &str) -> Result<()> {
-    let Some((db, path)) = connect(source)? else {
+    let Some((mut db, path)) = connect(kb_path(source))? else {
         return Ok(());
     };
-    db.execute(
+    let tx = db
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(|e| kb_err(&path, e))?;
+    check_schema(&tx, &path)?;
+    tx.execute(
         "UPDATE replica SET state='stale', note=?1 WHERE dset=?2 AND state IN ('ready', 'building')",
         params![note, dset],
     )
     .map_err(|e| kb_err(&path, e))?;
-    Ok(())
+    tx.commit().map_err(|e| kb_err(&path, e))
+}
+
+/// The reads one replica served, as a served log counts them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Served {
+    pub id: i64,
+    pub uses: u64,
+    pub benefit: f64,
+    /// When they were counted (seconds since the epoch): the replica's `last_used`.
+    pub last_used: f64,
+    /// The replica's file as its row names it: a merge counts the reads only for the row
+    /// of this id with this path (ids of removed replicas may be used again).
+    pub path: String,
+}
+
+/// The record log version a served log carries (docs/FORMATS.md "Record log": version
+/// 2 adds frame kind 3; logs of reads alone stay version 1).
+pub const SERVED_LOG_VERSION: u16 = 2;
+const KIND_SERVED: u8 = 3;
+
+/// A served log: the record log header (version 2), one served frame, the end frame.
+pub fn served_log(counts: &[Served]) -> Vec<u8> {
+    let mut p = vec![KIND_SERVED, 0, 0, 0];
+    p.extend_from_slice(&(counts.len() as u32).to_le_bytes());
+    for c in counts {
+        p.extend_from_slice(&c.id.to_le_bytes());
+        p.extend_from_slice(&(c.uses as i64).to_le_bytes());
+        p.extend_from_slice(&c.benefit.to_le_bytes());
+        p.extend_from_slice(&c.last_used.to_le_bytes());
+        let path = &c.path.as_bytes()[..c.path.len().min(u16::MAX as usize)];
+        p.extend_from_slice(&(path.len() as u16).to_le_bytes());
+        p.extend_from_slice(path);
+    }
+    let mut out = MAGIC.to_vec();
+    out.extend_from_slice(&SERVED_LOG_VERSION.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&(p.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(&p).to_le_bytes());
+    out.extend_from_slice(&p);
+    out.extend_from_slice(&crate::kblog::encode_end());
+    out
+}
+
+/// Writes a served log into `dir` (the knowledge base's `records`) as a new log of this
+/// process, `<host>.<pid>-<8 hex>.log`, with one `write`: a merge reads it whole, or -
+/// killed mid-write - up to its torn frame, which it drops; no `fsync` (counts may be
+/// lost in a crash, nothing else).
+pub fn write_served_log(dir: &Path, counts: &[Served]) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let name = format!(
+        "{}.{}-{}.log",
+        patio_container::layout::host_name(),
+        std::process::id(),
+        random_hex()
+    );
+    let path = dir.join(name);
+    let mut f = OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .mode(0o666)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(&path)?;
+    f.write_all(&served_log(counts))?;
+    Ok(path)
 }
 
 #[cfg(test)]
@@ -616,5 +768,86 @@ mod tests {
         assert!(same_version(&now, &rec));
         rec.insert("size".into(), 4.into());
         assert!(!same_version(&now, &rec));
+    }
+
+    #[test]
+    fn a_served_log_is_a_version_2_record_log_of_one_frame_and_its_end() {
+        let counts = vec![
+            Served {
+                id: 3,
+                uses: 7,
+                benefit: 0.25,
+                last_used: 1.5e9,
+                path: "/kb/replicas/r3.h5".into(),
+            },
+            Served {
+                id: 9,
+                uses: 1,
+                benefit: 0.0,
+                last_used: 1.5e9,
+                path: String::new(),
+            },
+        ];
+        let log = served_log(&counts);
+        assert_eq!(&log[..4], MAGIC);
+        assert_eq!(u16::from_le_bytes([log[4], log[5]]), 2);
+        let n = u32::from_le_bytes(log[8..12].try_into().unwrap()) as usize;
+        let payload = &log[16..16 + n];
+        assert_eq!(
+            u32::from_le_bytes(log[12..16].try_into().unwrap()),
+            crc32fast::hash(payload)
+        );
+        assert_eq!(&payload[..8], &[3, 0, 0, 0, 2, 0, 0, 0]);
+        let first = &payload[8..];
+        assert_eq!(i64::from_le_bytes(first[..8].try_into().unwrap()), 3);
+        assert_eq!(i64::from_le_bytes(first[8..16].try_into().unwrap()), 7);
+        assert_eq!(f64::from_le_bytes(first[16..24].try_into().unwrap()), 0.25);
+        assert_eq!(f64::from_le_bytes(first[24..32].try_into().unwrap()), 1.5e9);
+        assert_eq!(u16::from_le_bytes([first[32], first[33]]), 18);
+        assert_eq!(&first[34..52], b"/kb/replicas/r3.h5");
+        // 34 + 0 bytes for the second entry, then the end frame.
+        assert_eq!(n, 8 + (34 + 18) + 34);
+        assert_eq!(&log[16 + n..], &crate::kblog::encode_end()[..]);
+
+        let dir = std::env::temp_dir().join(format!("patio-served-{}", random_hex()));
+        let a = write_served_log(&dir, &counts).unwrap();
+        let b = write_served_log(&dir, &counts[1..]).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(std::fs::read(&a).unwrap(), log);
+        assert!(a.file_name().unwrap().to_str().unwrap().ends_with(".log"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_dataset_without_ready_replicas_is_known_so_until_the_database_changes() {
+        let dir = std::env::temp_dir().join(format!("patio-ready-{}", random_hex()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let source = dir.join("run.h5");
+        std::fs::write(&source, b"not read here").unwrap();
+        let path = kb_path(&source);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let db = Connection::open(&path).unwrap();
+        db.execute_batch(
+            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
+             INSERT INTO meta VALUES('schema_version', '2');
+             CREATE TABLE replica(id INTEGER PRIMARY KEY, dset TEXT, kind TEXT, params TEXT,
+                 points BLOB, path TEXT, source TEXT, state TEXT);
+             INSERT INTO replica VALUES(1, '/other', 'transposed', '{}', NULL, 'r1.h5', '{}',
+                 'ready');",
+        )
+        .unwrap();
+        assert!(!known_without_replicas(&path, "/d"));
+        assert!(ServeSet::open(&source, "/d").unwrap().is_none());
+        assert!(known_without_replicas(&path, "/d"));
+        assert!(!known_without_replicas(&path, "/other"));
+        // A replica of /d becomes ready: the database changed, /d is looked up again.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        db.execute(
+            "INSERT INTO replica VALUES(2, '/d', 'transposed', '{}', NULL, 'r2.h5', '{}', 'ready')",
+            [],
+        )
+        .unwrap();
+        assert!(!known_without_replicas(&path, "/d"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
