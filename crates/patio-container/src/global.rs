@@ -4,12 +4,14 @@
 //!
 //! Merging works on patterns, never expanding them on the common path:
 //! 1. writes a truncation cuts are expanded and clipped;
-//! 2. segments and loose writes are grouped into *clusters* whose byte spans
-//!    overlap (transitively); distinct clusters cannot overlap in bytes;
+//! 2. segments are grouped into *clusters* whose byte spans overlap (transitively);
+//!    distinct clusters cannot overlap in bytes;
 //! 3. a cluster of segments that share a stride and a count and whose first rows
 //!    tile one stride without overlap becomes one [`Tile`] — the global pattern: the
 //!    writers' strided patterns interleaved, with offset, length, chunk and physical
-//!    columns that are themselves pattern sequences (`0, 1, …, W-1` is one node);
+//!    columns that are themselves pattern sequences (`0, 1, …, W-1` is one node). A
+//!    loose write may lie in a tile's holes (a lookup there asks the rest); a tile
+//!    that shares a byte with a loose write is not kept;
 //! 4. everything else (overlaps, irregular writes) is expanded, ordered by
 //!    `Order` so that the newest write wins, and built into a [`PatternMap`] — or,
 //!    in a raw-mode container, into the classic sorted [`ExtentTable`].
@@ -100,6 +102,16 @@ impl Tile {
             self.end
         };
         Lookup::Hole { len: next - x }
+    }
+
+    /// True when a byte of `a .. b` is one of the tile's.
+    fn overlaps(&self, a: u64, b: u64) -> bool {
+        let (from, to) = (a.max(self.first), b.min(self.end));
+        from < to
+            && match self.lookup(from) {
+                Lookup::Hole { len } => from + len < to,
+                _ => true,
+            }
     }
 
     fn columns(&self) -> u64 {
@@ -242,26 +254,14 @@ impl GlobalIndex {
             l.extent.length > 0
         });
 
-        // Clusters: sort every span by start and sweep.
-        #[derive(Clone, Copy)]
-        enum Item {
-            Seg(usize),
-            Loose,
-        }
-        let mut spans: Vec<(u64, u64, Item)> = kept
+        // Clusters of segments: sort their spans by start and sweep.
+        let mut spans: Vec<(u64, u64, usize)> = kept
             .iter()
             .enumerate()
-            .map(|(i, s)| (s.first, s.end(), Item::Seg(i)))
+            .map(|(i, s)| (s.first, s.end(), i))
             .collect();
-        if !kept.is_empty() {
-            spans.extend(
-                loose
-                    .iter()
-                    .map(|l| (l.extent.logical, l.extent.end(), Item::Loose)),
-            );
-            spans.sort_unstable_by_key(|&(start, end, _)| (start, end));
-        }
-        let mut tiles = Vec::new();
+        spans.sort_unstable_by_key(|&(start, end, _)| (start, end));
+        let mut tiles: Vec<(Tile, Vec<usize>)> = Vec::new();
         let mut demoted: Vec<usize> = Vec::new();
         let mut i = 0;
         while i < spans.len() {
@@ -271,25 +271,41 @@ impl GlobalIndex {
                 end = end.max(spans[j].1);
                 j += 1;
             }
-            let members = &spans[i..j];
-            let segs: Vec<usize> = members
-                .iter()
-                .filter_map(|m| match m.2 {
-                    Item::Seg(s) => Some(s),
-                    Item::Loose => None,
-                })
-                .collect();
-            if !segs.is_empty() {
-                let all_segments = segs.len() == members.len();
-                let refs: Vec<&Segment> = segs.iter().map(|&s| &kept[s]).collect();
-                match all_segments.then(|| Tile::build(&refs, detector)).flatten() {
-                    Some(tile) => tiles.push(tile),
-                    None => demoted.extend(segs),
-                }
+            let segs: Vec<usize> = spans[i..j].iter().map(|m| m.2).collect();
+            let refs: Vec<&Segment> = segs.iter().map(|&s| &kept[s]).collect();
+            match Tile::build(&refs, detector) {
+                Some(tile) => tiles.push((tile, segs)),
+                None => demoted.extend(segs),
             }
             i = j;
         }
         drop(spans);
+        // A loose write may sit in a tile's holes (lookups there fall through to the
+        // rest); one that shares a byte with a tile takes the tile's writes into the rest,
+        // where write order decides.
+        let mut shares_bytes = vec![false; tiles.len()];
+        for l in &loose {
+            let (a, b) = (l.extent.logical, l.extent.end());
+            let from = tiles.partition_point(|(t, _)| t.end <= a);
+            for (k, (t, _)) in tiles.iter().enumerate().skip(from) {
+                if t.first >= b {
+                    break;
+                }
+                shares_bytes[k] |= t.overlaps(a, b);
+            }
+        }
+        let mut tiles: Vec<Tile> = tiles
+            .into_iter()
+            .zip(shares_bytes)
+            .filter_map(|((tile, segs), shared)| {
+                if shared {
+                    demoted.extend(segs);
+                    None
+                } else {
+                    Some(tile)
+                }
+            })
+            .collect();
         for s in demoted {
             loose.extend(kept[s].expand());
         }
@@ -330,7 +346,15 @@ impl GlobalIndex {
     pub fn lookup(&self, x: u64) -> Lookup {
         let i = self.tiles.partition_point(|t| t.first <= x);
         if i > 0 && x < self.tiles[i - 1].end {
-            return self.tiles[i - 1].lookup(x);
+            // In a tile's hole the rest may hold a write; none shares a tile's bytes.
+            return match (self.tiles[i - 1].lookup(x), self.rest.lookup(x)) {
+                (Lookup::Hole { len }, Lookup::Hole { len: rest }) => {
+                    Lookup::Hole { len: len.min(rest) }
+                }
+                (Lookup::Hole { len }, Lookup::Unmapped) => Lookup::Hole { len },
+                (Lookup::Hole { .. }, data) => data,
+                (data, _) => data,
+            };
         }
         let next_tile = self.tiles.get(i).map(|t| t.first);
         match (self.rest.lookup(x), next_tile) {

@@ -7,7 +7,7 @@
 //! to it, so flush timing does not change what the global merge sees.
 
 use crate::record::{Columns, IndexEntry, Record};
-use patio_core::{Body, Extent, PatternSeq, Piece};
+use patio_core::{Extent, PatternSeq, Piece};
 
 /// What decides which of two overlapping writes wins: the record key (flush time),
 /// then the writer's chunk number, then the write's position in that writer.
@@ -78,6 +78,22 @@ impl Segment {
         })
     }
 
+    /// The first `self.length` bytes of `single` (one write) as a write of their own,
+    /// when they are this strided segment's next write and `single` is longer.
+    fn head_of(&self, single: &Segment) -> Option<Segment> {
+        let continues = self.count > 1
+            && single.count == 1
+            && single.chunk == self.chunk
+            && single.length > self.length
+            && self.pos + self.count == single.pos
+            && self.first + self.count * self.stride == single.first
+            && self.phys + self.count * self.phys_step == single.phys;
+        continues.then(|| Segment {
+            length: self.length,
+            ..single.clone()
+        })
+    }
+
     /// Joins `next` when it continues this segment's pattern. A one-write segment
     /// takes its stride and physical step from `next`.
     fn absorb(&mut self, next: &Segment) -> bool {
@@ -121,11 +137,24 @@ impl Segment {
 }
 
 /// Appends `seg` to the writer's segments, joining the last one when it continues it.
-fn push(segments: &mut Vec<Segment>, seg: Segment) {
-    let joined = segments.last_mut().is_some_and(|prev| prev.absorb(&seg));
-    if !joined {
-        segments.push(seg);
+/// A single write that continues the last segment but is longer — two writes the
+/// writer merged because they touched, such as the last row of one tile and the first
+/// of the next — is split: its first `length` bytes join the segment, the rest stays
+/// a write of its own (with the same position) that the next segment may join.
+fn push(segments: &mut Vec<Segment>, mut seg: Segment) {
+    if let Some(prev) = segments.last_mut() {
+        if prev.absorb(&seg) {
+            return;
+        }
+        if let Some(head) = prev.head_of(&seg) {
+            let taken = head.length;
+            prev.absorb(&head);
+            seg.first += taken;
+            seg.length -= taken;
+            seg.phys += taken;
+        }
     }
+    segments.push(seg);
 }
 
 /// Splits one writer's records into segments and loose writes. With `patterns`
@@ -163,25 +192,33 @@ pub fn split_writer<R: std::borrow::Borrow<Record>>(
                 let mut physical = Cursor::new(physical);
                 for piece in logical.pieces() {
                     let len = piece.len();
-                    match strided_run(piece, &mut lengths, &mut physical, at, len) {
-                        Some((stride, length, phys, phys_step)) => push(
-                            &mut segments,
-                            Segment {
-                                chunk,
-                                first: piece.first() as u64,
-                                stride,
-                                count: len,
-                                length,
-                                phys,
-                                phys_step,
-                                pos: pos + at,
-                                keys: vec![(0, record.key)],
-                            },
-                        ),
-                        None => {
-                            for i in at..at + len {
-                                let e = record.columns.get(i);
-                                push(&mut segments, single(e, pos + i, record.key));
+                    for (run_at, first, stride, count) in one_stride_runs(piece) {
+                        let run_at = at + run_at;
+                        let found = (count > 1)
+                            .then(|| {
+                                strided_run(stride, &mut lengths, &mut physical, run_at, count)
+                            })
+                            .flatten();
+                        match found {
+                            Some((length, phys, phys_step)) => push(
+                                &mut segments,
+                                Segment {
+                                    chunk,
+                                    first,
+                                    stride: stride as u64,
+                                    count,
+                                    length,
+                                    phys,
+                                    phys_step,
+                                    pos: pos + run_at,
+                                    keys: vec![(0, record.key)],
+                                },
+                            ),
+                            None => {
+                                for i in run_at..run_at + count {
+                                    let e = record.columns.get(i);
+                                    push(&mut segments, single(e, pos + i, record.key));
+                                }
                             }
                         }
                     }
@@ -221,31 +258,41 @@ pub fn split_writer<R: std::borrow::Borrow<Record>>(
     (segments, loose)
 }
 
-/// When the logical piece is one ascending stride whose writes do not overlap and the
-/// length and physical columns are arithmetic over the same positions:
-/// `(stride, length, first physical, physical step)`.
+/// A logical piece as runs of one stride, in write order: `(position in the piece,
+/// first offset, stride, count)`. A nested pattern (a tile: rows of a stride, the rows
+/// placed by an outer pattern) gives one run per innermost row, found on the pattern
+/// without expanding it; anything else gives one run per write (stride 0, count 1).
+fn one_stride_runs(piece: &Piece) -> Vec<(u64, u64, i64, u64)> {
+    let len = piece.len();
+    if let Piece::Node(node) = piece {
+        let most = usize::try_from(len / 2).unwrap_or(usize::MAX).max(1);
+        if let Some(runs) = node.body.flat_runs(most) {
+            return runs
+                .into_iter()
+                .map(|(at, off, stride, count)| {
+                    (at, (node.init as i128 + off) as u64, stride, count)
+                })
+                .collect();
+        }
+    }
+    (0..len).map(|i| (i, piece.get(i) as u64, 0, 1)).collect()
+}
+
+/// When the writes at `at .. at+count` of a run with a positive `stride` do not
+/// overlap and their length and physical columns are arithmetic there:
+/// `(length, first physical, physical step)`.
 fn strided_run(
-    piece: &Piece,
+    stride: i64,
     lengths: &mut Cursor,
     physical: &mut Cursor,
     at: u64,
-    len: u64,
-) -> Option<(u64, u64, u64, u64)> {
-    let Piece::Node(node) = piece else {
+    count: u64,
+) -> Option<(u64, u64, u64)> {
+    let (length, 0) = lengths.arithmetic(at, count)? else {
         return None;
     };
-    let Body::Flat(shape) = &node.body else {
-        return None;
-    };
-    let [stride] = shape.deltas() else {
-        return None;
-    };
-    let (length, 0) = lengths.arithmetic(at, len)? else {
-        return None;
-    };
-    let (phys, step) = physical.arithmetic(at, len)?;
-    (*stride > 0 && length as u64 <= *stride as u64 && step >= 0).then_some((
-        *stride as u64,
+    let (phys, step) = physical.arithmetic(at, count)?;
+    (stride > 0 && length >= 0 && length as u64 <= stride as u64 && step >= 0).then_some((
         length as u64,
         phys as u64,
         step as u64,
@@ -286,10 +333,10 @@ impl<'a> Cursor<'a> {
         }
         let step = piece.get(i + 1).checked_sub(first)?;
         match piece {
-            Piece::Node(n) => match &n.body {
-                Body::Flat(s) if s.deltas().len() == 1 => Some((first, step)),
-                _ => None,
-            },
+            Piece::Node(n) => {
+                let (start, run) = n.body.inner_run(i)?;
+                (i + len <= start + run).then_some((first, step))
+            }
             Piece::Literal(v) => {
                 let run = &v[i as usize..(i + len) as usize];
                 run.windows(2)

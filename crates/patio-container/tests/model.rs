@@ -32,6 +32,18 @@ enum Op {
         base: u64,
         seed: u8,
     },
+    /// One writer's nested pattern: `outer` copies, `outer_stride` apart, of `rows`
+    /// blocks `stride` apart (a reorganized tile; overlapping when the strides are short).
+    Nested {
+        w: usize,
+        outer: u64,
+        outer_stride: u64,
+        rows: u64,
+        stride: u64,
+        block: u64,
+        base: u64,
+        seed: u8,
+    },
     Flush {
         w: usize,
     },
@@ -60,6 +72,10 @@ fn op() -> impl Strategy<Value = Op> {
                 first_writer, writers, block, rows, base, seed
             }
         ),
+        2 => (0..3usize, 2..6u64, 1..9000u64, 2..10u64, 1..900u64, 1..600u64, 0..20_000u64, any::<u8>())
+            .prop_map(|(w, outer, outer_stride, rows, stride, block, base, seed)| Op::Nested {
+                w, outer, outer_stride, rows, stride, block, base, seed
+            }),
         1 => (0..3usize).prop_map(|w| Op::Flush { w }),
         1 => (0..3usize).prop_map(|w| Op::Reopen { w }),
         1 => (0..60_000u64).prop_map(|size| Op::Truncate { size }),
@@ -93,6 +109,23 @@ fn run(mode: IndexMode, buffer: usize, ops: Vec<Op>) {
                     for k in 0..writers {
                         let w = (first_writer + k) % 3;
                         let offset = base + (row * writers as u64 + k as u64) * block;
+                        h.write(w, offset, &bytes(seed, offset, block as usize));
+                    }
+                }
+            }
+            Op::Nested {
+                w,
+                outer,
+                outer_stride,
+                rows,
+                stride,
+                block,
+                base,
+                seed,
+            } => {
+                for a in 0..outer {
+                    for row in 0..rows {
+                        let offset = base + a * outer_stride + row * stride;
                         h.write(w, offset, &bytes(seed, offset, block as usize));
                     }
                 }
@@ -209,4 +242,34 @@ fn n1_strided_is_one_tile_in_a_tiny_map() {
     let rr = Reader::open(&raw).unwrap();
     assert_eq!(rr.size(), size as u64);
     assert!(rr.stats().index_disk_bytes > 10 * s.index_disk_bytes);
+}
+
+/// One writer storing a 2-D array tile by tile (what `patio reorg apply` writes for a
+/// tile reader): the index is nested patterns, merged into tiles on the patterns —
+/// no write is expanded — and every byte reads back.
+#[test]
+fn tile_by_tile_writes_merge_without_expansion() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("tiles");
+    let (tiles, rows, row) = (8u64, 64u64, 256u64); // 8 × 8 tiles of 64 rows of 256 bytes
+    let width = tiles * row;
+    let mut w = Writer::create(&dir, IndexMode::Pattern).unwrap();
+    for ty in 0..tiles {
+        for tx in 0..tiles {
+            for r in 0..rows {
+                let offset = (ty * rows + r) * width + tx * row;
+                w.write_at(offset, &bytes(3, offset, row as usize)).unwrap();
+            }
+        }
+    }
+    w.close().unwrap();
+    let r = Reader::open(&dir).unwrap();
+    let s = r.stats();
+    assert_eq!(s.writes, tiles * tiles * rows);
+    assert_eq!(s.index.loose_writes, 0, "{:?}", r.index().describe());
+    assert_eq!(s.index.tiles, tiles, "{:?}", r.index().describe());
+    let size = (tiles * rows * width) as usize;
+    let mut buf = vec![0u8; size];
+    assert_eq!(r.read_at(&mut buf, 0).unwrap(), size);
+    assert!(buf == bytes(3, 0, size));
 }

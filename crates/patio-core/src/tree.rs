@@ -136,6 +136,50 @@ impl Body {
         }
     }
 
+    /// The body as runs of one stride, in element order, without expanding the runs:
+    /// `(position of the run's first element, its offset from the body's first
+    /// element, stride, count)`. `None` when an innermost shape has more than one
+    /// delta (its elements are not one stride), or when the runs would number more
+    /// than `max_runs`.
+    pub fn flat_runs(&self, max_runs: usize) -> Option<Vec<(u64, i128, i64, u64)>> {
+        match self {
+            Body::Flat(s) => match s.deltas() {
+                [] => Some(vec![(0, 0, 0, 1)]),
+                [d] => Some(vec![(0, 0, *d, s.len())]),
+                _ => None,
+            },
+            Body::Nested(o, inner) => {
+                let runs = inner.flat_runs(max_runs)?;
+                let copies = usize::try_from(o.len()).ok()?;
+                if copies.checked_mul(runs.len())? > max_runs {
+                    return None;
+                }
+                let n = inner.len();
+                let mut out = Vec::with_capacity(copies * runs.len());
+                for c in 0..o.len() {
+                    let base = o.offset_of(c);
+                    for &(pos, off, stride, count) in &runs {
+                        out.push((c * n + pos, base + off, stride, count));
+                    }
+                }
+                Some(out)
+            }
+        }
+    }
+
+    /// `(start, len)`: the positions of the innermost one-stride run that holds element
+    /// `i` (`i < len()`), or `None` when that run's shape has more than one delta.
+    pub fn inner_run(&self, i: u64) -> Option<(u64, u64)> {
+        match self {
+            Body::Flat(s) => (s.deltas().len() <= 1).then(|| (0, s.len())),
+            Body::Nested(_, inner) => {
+                let n = inner.len();
+                let (start, len) = inner.inner_run(i % n)?;
+                Some((i - i % n + start, len))
+            }
+        }
+    }
+
     fn nested_position_at_or_below(&self, x: i128) -> Option<u64> {
         match self {
             Body::Flat(s) => s.position_at_or_below(x),
@@ -475,5 +519,50 @@ mod tests {
             assert_eq!(seq.position_at_or_below(x + 1), Some(i as u64));
         }
         assert_eq!(seq.position_at_or_below(-1), None);
+    }
+
+    /// Expands `flat_runs` (and checks `inner_run` at every element) against the body.
+    fn check_runs(body: &Body) {
+        let mut xs = Vec::new();
+        body.expand_into(0, &mut xs);
+        let runs = body
+            .flat_runs(usize::MAX)
+            .expect("one-stride innermost shapes");
+        let mut from_runs = Vec::new();
+        for &(pos, off, stride, count) in &runs {
+            assert_eq!(pos, from_runs.len() as u64);
+            for k in 0..count {
+                from_runs.push((off + k as i128 * stride as i128) as i64);
+            }
+            for k in 0..count {
+                assert_eq!(body.inner_run(pos + k), Some((pos, count)));
+            }
+        }
+        assert_eq!(from_runs, xs);
+        if matches!(body, Body::Nested(..)) {
+            assert_eq!(body.flat_runs(runs.len() - 1), None);
+        }
+    }
+
+    #[test]
+    fn flat_runs_match_the_expansion() {
+        let detector = Detector::new(8);
+        for dims in [(1, 1, 5), (3, 4, 1), (2, 40, 50), (6, 3, 2)] {
+            let xs: Vec<i64> = (0..dims.0)
+                .flat_map(|p| {
+                    (0..dims.1).flat_map(move |r| {
+                        (0..dims.2).map(move |c| p * 1_000_000 - r * 1000 + c * 4)
+                    })
+                })
+                .collect();
+            for piece in PatternSeq::build(&xs, &detector).pieces() {
+                if let Piece::Node(n) = piece {
+                    check_runs(&n.body);
+                }
+            }
+        }
+        let two_deltas = Body::Flat(Shape::new(vec![4, 8], 3));
+        assert_eq!(two_deltas.flat_runs(100), None);
+        assert_eq!(two_deltas.inner_run(2), None);
     }
 }
