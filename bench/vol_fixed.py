@@ -123,16 +123,17 @@ def recorded_reads(path: Path) -> int:
 
 def table(res: dict[str, Any]) -> str:
     native = res["configs"]["native"]
-    head = (f"{'config':<9} {'process ms':>10} {'Δ ms':>7} {'p10..p90 ms':>13} "
+    configs = list(res["configs"])
+    head = (f"{'config':<15} {'process ms':>10} {'Δ ms':>7} {'p10..p90 ms':>13} "
             f"{'1st open':>9} {'1st read':>9} {'1st close':>9} {'open µs':>8} {'read µs':>8} "
             f"{'close µs':>8} {'cycle µs':>8} {'Δ µs':>8}")
     lines = [head, "-" * len(head)]
-    for k in CONFIGS:
+    for k in configs:
         m = res["configs"][k]
         lo, hi = m["process_ms_p10_p90"]
         f, s = m["first"], m["steady"]
         lines.append(
-            f"{k:<9} {m['process_ms']:>10.2f} {m['process_ms'] - native['process_ms']:>+7.2f} "
+            f"{k:<15} {m['process_ms']:>10.2f} {m['process_ms'] - native['process_ms']:>+7.2f} "
             f"{lo:>6.1f}..{hi:<6.1f} {f['open_us']:>9.0f} {f['read_us']:>9.0f} "
             f"{f['close_us']:>9.0f} {s['open_us']:>8.0f} {s['read_us']:>8.0f} "
             f"{s['close_us']:>8.0f} {s['total_us']:>8.0f} "
@@ -151,6 +152,9 @@ def main() -> None:
     ap.add_argument("--workdir", help="scratch directory (default: a temp dir)")
     ap.add_argument("--plugin-dir", help="the connector's directory, with the layout core "
                     "in it or its parent (default: the installed one, as vol-env prints it)")
+    ap.add_argument("--compare-plugin-dir", help="another build of the connector (same layout): "
+                    "its pass, recorded and served runs are interleaved with the others, "
+                    "named CONFIG/other")
     a = ap.parse_args()
     if a.processes < 3 or a.iterations < 2 or a.rounds < 1:
         sys.exit("vol_fixed: --processes ≥ 3, --iterations ≥ 2, --rounds ≥ 1")
@@ -159,32 +163,36 @@ def main() -> None:
     except VolError as e:
         sys.exit(f"vol_fixed: {e}")
     base = {k: v for k, v in os.environ.items() if not k.startswith(("HDF5_", "PATIO_LAYOUT"))}
-    envs = {k: dict(base) for k in CONFIGS}
     plugins = str(Path(a.plugin_dir).resolve()) if a.plugin_dir else venv["HDF5_PLUGIN_PATH"]
-    for k in CONFIGS[1:]:
-        envs[k].update(HDF5_PLUGIN_PATH=plugins,
-                       HDF5_VOL_CONNECTOR=venv["HDF5_VOL_CONNECTOR"])
+    dirs = {k: plugins for k in CONFIGS[1:]}
+    if a.compare_plugin_dir:
+        dirs.update({f"{k}/other": str(Path(a.compare_plugin_dir).resolve())
+                     for k in CONFIGS[1:]})
+    configs = ["native", *dirs]
+    envs = {k: dict(base) for k in configs}
+    for k, d in dirs.items():
+        envs[k].update(HDF5_PLUGIN_PATH=d, HDF5_VOL_CONNECTOR=venv["HDF5_VOL_CONNECTOR"])
     with tempfile.TemporaryDirectory(dir=a.workdir) as tmp:
         work = Path(tmp)
         exe = work / "vol_fixed"
         subprocess.run(cc_command(REPO / "bench" / "vol_fixed.c", exe), check=True)
         files = make_files(work)
         load0 = os.getloadavg()[0]
-        per_process: dict[str, list[float]] = {k: [] for k in CONFIGS}
-        first: dict[str, list[list[float]]] = {k: [] for k in CONFIGS}
-        steady: dict[str, list[list[float]]] = {k: [] for k in CONFIGS}
-        init: dict[str, list[float]] = {k: [] for k in CONFIGS}
+        per_process: dict[str, list[float]] = {k: [] for k in configs}
+        first: dict[str, list[list[float]]] = {k: [] for k in configs}
+        steady: dict[str, list[list[float]]] = {k: [] for k in configs}
+        init: dict[str, list[float]] = {k: [] for k in configs}
         sums = set()
         for r in range(a.processes):
-            for j in range(len(CONFIGS)):
-                k = CONFIGS[(j + r) % len(CONFIGS)]
-                wall, iters, h, _ = run(exe, files[k], 1, envs[k])
+            for j in range(len(configs)):
+                k = configs[(j + r) % len(configs)]
+                wall, iters, h, _ = run(exe, files[k.split("/")[0]], 1, envs[k])
                 per_process[k].append(wall)
                 sums.add(h)
         for r in range(a.rounds):
-            for j in range(len(CONFIGS)):
-                k = CONFIGS[(j + r) % len(CONFIGS)]
-                _, iters, h, t = run(exe, files[k], a.iterations, envs[k])
+            for j in range(len(configs)):
+                k = configs[(j + r) % len(configs)]
+                _, iters, h, t = run(exe, files[k.split("/")[0]], a.iterations, envs[k])
                 first[k].append(iters[0])
                 steady[k] += iters[1:]
                 init[k].append(t)
@@ -193,7 +201,7 @@ def main() -> None:
             sys.exit("vol_fixed: the configurations read different bytes")
         served = served_reads(files["served"])
         recorded = recorded_reads(files["recorded"])
-        runs = a.processes + a.rounds * a.iterations
+        runs = (a.processes + a.rounds * a.iterations) * (2 if a.compare_plugin_dir else 1)
         if served < runs or recorded != runs or served_reads(files["recorded"]):
             sys.exit(f"vol_fixed: {served} reads served and {recorded} recorded, "
                      f"expected {runs} each")
@@ -201,13 +209,13 @@ def main() -> None:
                                 capture_output=True, text=True, check=False).stdout.strip()
         res = {
             "hdf5_version": venv["hdf5_version"], "commit": commit or "unknown",
-            "plugin_dir": plugins,
+            "plugin_dir": plugins, "compare_plugin_dir": a.compare_plugin_dir,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "load": [load0, os.getloadavg()[0]], "processes": a.processes,
             "iterations": a.iterations, "rounds": a.rounds, "read": list(READ),
             "served_reads": served, "recorded_reads": recorded,
             "configs": {k: summary(per_process[k], first[k], steady[k], init[k])
-                        for k in CONFIGS},
+                        for k in configs},
         }
     if a.out:
         Path(a.out).write_text(json.dumps(res, indent=2) + "\n")
