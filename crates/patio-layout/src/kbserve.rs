@@ -383,8 +383,12 @@ impl ServeSet {
         let before = identity(&path);
         let version = FileVersion::of(source)
             .map_err(|e| LayoutError::Layout(format!("{}: {e}", source.display())))?;
-        // One read transaction: the lock is taken once for the three reads below.
+        // One read transaction: the lock is taken once for the reads below. Its first
+        // statement needs no schema, so the schema is loaded inside it (preparing a
+        // statement that needs it outside a transaction takes the lock once more).
         let tx = db.unchecked_transaction().map_err(|e| kb_err(&path, e))?;
+        db.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))
+            .map_err(|e| kb_err(&path, e))?;
         check_schema(&db, &path)?;
         let rows: Vec<RowTuple> = {
             let mut q = db
