@@ -8,14 +8,15 @@
 //!   item-sized slot of the store (LRU over slots, every hit refreshing its item's
 //!   slot: an exact LRU of the store's size); a memory miss that the store holds
 //!   reads that one slot.
-//! * `group`: a block cache like `lru` with groups as prefetch units on top. Items
-//!   missed are kept in memory and appended to the open *plain* slot of the store
-//!   (the memory and disk budgets are the ones `lru` gets); a hit on a plain slot
-//!   reads that one item. The store protects the items an LRU of its size less the
-//!   group share (half of it) would hold ([`crate::recency`]): a slot is reused least
-//!   recently used first, but a group's segment only takes one holding none of them,
-//!   and a plain slot reused takes them along (moved ahead of the new items), so the
-//!   store hits whatever that LRU hits. Memory is [`crate::memtier`]: an LRU of
+//! * `group`: a block cache like `lru` with groups as prefetch units on top. The
+//!   store (the memory and disk budgets are the ones `lru` gets) is split a slot at
+//!   a time into an *item region* ([`crate::plain`]) and the segments of groups. The
+//!   item region is an exact LRU of items in item-sized cells: every item a reader
+//!   asks for (missed, or served by a group) is put there, so it holds what `lru`'s
+//!   store of its size holds. The segments get the *group share*
+//!   ([`crate::share`]): at most half of the store, following what groups earn
+//!   against what they cost, down to zero, where no group is formed and `group` is
+//!   exactly `lru` — the region has the whole store. Memory is [`crate::memtier`]: an LRU of
 //!   demand items beside the items groups bring *ahead* of demand, in at most half
 //!   of it, so it hits whatever an LRU of the other half hits. Groups come from
 //!   two sources. The successor graph
@@ -50,14 +51,15 @@ pub use crate::config::{CacheConfig, Policy};
 use crate::graph::{Item, SuccessorGraph};
 use crate::memtier::MemTier;
 use crate::pay::Pay;
-use crate::recency::Recency;
+use crate::plain::{Place, Plain};
+use crate::share::Share;
 use crate::stats::CacheStats;
 use crate::store::{SegmentFile, SlotAllocator};
 use crate::stride::Strides;
 use crate::table::{Entry, FileRec};
 use patio_core::FileVersion;
 use patio_prefetch::DataFile;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::io;
 use std::path::PathBuf;
@@ -68,8 +70,8 @@ use std::time::Instant;
 const MAX_STREAMS: usize = 4096;
 /// Share of the memory budget items brought ahead of demand may hold (`group`).
 const AHEAD_SHARE: u64 = 2;
-/// Share of the store group segments may hold beyond what readers asked for most
-/// recently (`group`): at most 1/`GROUP_SHARE` of its items.
+/// Share of the store group segments may ever hold (`group`): at most
+/// 1/`GROUP_SHARE` of its slots.
 const GROUP_SHARE: usize = 2;
 /// Grouping I/O stays within this many times the bytes delivered to readers.
 pub const MAX_GROUPING_RATIO: f64 = 1.5;
@@ -108,17 +110,15 @@ pub struct State {
     pub prev: HashMap<u32, Item>,
     /// Each caller's stream of request starts, for strides.
     pub strides: Strides,
-    /// Slots holding items appended one run at a time (not a group's segment).
-    pub plain_slots: HashSet<u32>,
-    /// The plain slot being appended to and its first free byte.
-    pub(crate) open_plain: Option<(u32, u64)>,
+    /// The item region of the store (`group`): the slots holding items readers
+    /// asked for, an exact LRU.
+    pub plain: Plain,
+    /// Slots the segments of groups may hold (`group`).
+    pub share: Share,
     /// Bumped every time a slot is handed out: a write that finds its slot's number
     /// changed lost the slot meanwhile and records nothing.
     pub(crate) slot_uses: HashMap<u32, u64>,
-    /// When readers last asked for each item (`group`: what the store protects).
-    pub recency: Recency,
-    /// Items the store holds, and per segment.
-    pages: usize,
+    /// Items per segment.
     per: usize,
     policy: Policy,
 }
@@ -153,6 +153,11 @@ fn same_version(a: &FileRec, b: &FileRec) -> bool {
 
 impl State {
     pub fn new(cfg: &CacheConfig, slots: u32) -> Self {
+        let per = (cfg.segment / cfg.item).max(1) as usize;
+        let (pages, max) = match cfg.policy {
+            Policy::Group => (slots as usize * per, slots as usize / GROUP_SHARE),
+            _ => (0, 0),
+        };
         State {
             files: Vec::new(),
             by_id: HashMap::new(),
@@ -176,43 +181,100 @@ impl State {
             disabled: None,
             prev: HashMap::new(),
             strides: Strides::default(),
-            plain_slots: HashSet::new(),
-            open_plain: None,
+            plain: Plain::new(per as u32, cfg.item, pages, 0),
+            share: Share::new(max, per, pages),
             slot_uses: HashMap::new(),
-            recency: Recency::default(),
-            pages: (cfg.disk / cfg.item) as usize,
-            per: (cfg.segment / cfg.item) as usize,
+            per,
             policy: cfg.policy,
         }
     }
 
-    /// Items of the store readers asked for most recently that no group may
-    /// displace: the store's items less the share groups may hold.
-    pub fn protected_items(&self) -> usize {
-        self.pages - self.pages / GROUP_SHARE
+    pub fn policy(&self) -> Policy {
+        self.policy
     }
 
-    /// A reader asked for `item` (a hit or a fill): under `lru` its slot, under
-    /// `group` the item itself becomes the most recently used.
-    pub(crate) fn demanded(&mut self, item: Item) {
-        match self.policy {
-            Policy::Lru => {
-                if let Some(&(slot, _)) = self.disk.get(&item) {
-                    self.alloc.touch(slot);
-                }
-            }
-            Policy::Group => self.recency.touch(item, self.pages),
-            Policy::None => {}
+    /// The group share changed: the item region gets the rest of the store.
+    fn share_changed(&mut self) {
+        self.resize_region(0);
+    }
+
+    /// Sets the item region's capacity: every slot but those segments hold within
+    /// the share, less `leaving` more of the region's slots about to become
+    /// segments (the least recently used items leave now).
+    pub(crate) fn resize_region(&mut self, leaving: usize) {
+        let slots = self.alloc.slots() as usize;
+        let held = (self.segment_slots() + leaving).min(self.share.slots());
+        let cap = (slots - held) * self.per;
+        self.plain.resize(cap, slots * self.per - cap);
+    }
+
+    /// Groups earned `n` SOURCE requests ([`crate::share`]).
+    pub(crate) fn earned(&mut self, n: u64) {
+        if self.share.earned(n) {
+            self.share_changed();
         }
     }
 
-    /// Whether a group's segment would find a slot now.
+    /// Groups cost `n` SOURCE requests ([`crate::share`]).
+    pub(crate) fn cost(&mut self, n: u64) {
+        if n > 0 && self.share.cost(n) {
+            self.share_changed();
+        }
+    }
+
+    /// Pins the group share at `slots` (`None`: it follows earnings again).
+    pub fn fix_share(&mut self, slots: Option<usize>) {
+        if self.share.fix(slots) {
+            self.share_changed();
+        }
+    }
+
+    /// `items` missed both tiers (`group`): a miss the item region would have hit
+    /// without the share is a cost of groups.
+    fn missing(&mut self, items: impl Iterator<Item = Item>) {
+        if self.policy != Policy::Group {
+            return;
+        }
+        for i in items {
+            if self.plain.ghost_hit(&i) {
+                self.cost(1);
+            }
+            if self.share.missed() {
+                self.share_changed();
+            }
+        }
+    }
+
+    /// Slots holding a group's segment.
+    fn segment_slots(&self) -> usize {
+        self.alloc.used() - self.plain.slots().len()
+    }
+    /// Items the item region always holds at least (`group`): the store less the
+    /// most the group share may take.
+    pub fn protected_items(&self) -> usize {
+        (self.alloc.slots() as usize - self.share.max()) * self.per
+    }
+
+    /// A reader asked for `item` (a hit or a fill): under `lru` its slot becomes the
+    /// most recently used (`group`'s item region is told by [`Cache::plain_put`]).
+    pub(crate) fn demanded(&mut self, item: Item) {
+        if self.policy == Policy::Lru {
+            if let Some(&(slot, _)) = self.disk.get(&item) {
+                self.alloc.touch(slot);
+            }
+        }
+    }
+
+    /// Whether a group's segment may be stored now.
     pub(crate) fn segment_room(&self) -> bool {
-        self.policy != Policy::Group || self.alloc.has_free() || self.victim(false).is_some()
+        self.policy != Policy::Group || self.share.on()
     }
 
     /// The valid entries of `slot`.
     pub(crate) fn entries_of(&self, slot: u32) -> Vec<Entry> {
+        if self.plain.owns(slot) {
+            return self.plain.entries(slot);
+        }
         self.slot_items
             .get(&slot)
             .into_iter()
@@ -226,34 +288,6 @@ impl State {
             .collect()
     }
 
-    /// The slot `group` reuses when none is free: of the slots holding fewer hot
-    /// items than a segment's worth (`plain`: they are moved into it again, ahead of
-    /// the new contents) or none (a group's segment, which never displaces a hot
-    /// item), the one holding the fewest, least recently used first — so a reuse
-    /// frees at least half a slot while hot items are at most half the store.
-    /// Returns it and its hot entries; `None` when no slot may take a segment.
-    fn victim(&self, plain: bool) -> Option<(u32, Vec<Entry>)> {
-        let t = self
-            .recency
-            .threshold(self.protected_items(), |i| self.disk.contains_key(i));
-        let mut best: Option<(u32, Vec<Entry>)> = None;
-        for slot in self.alloc.lru_order() {
-            let hot: Vec<Entry> = self
-                .entries_of(slot)
-                .into_iter()
-                .filter(|e| self.recency.hot(&e.item, t))
-                .collect();
-            if hot.is_empty() {
-                return Some((slot, hot));
-            }
-            if plain && hot.len() < self.per && best.as_ref().is_none_or(|b| hot.len() < b.1.len())
-            {
-                best = Some((slot, hot));
-            }
-        }
-        best
-    }
-
     pub fn mem_bytes(&self) -> u64 {
         self.mem.bytes()
     }
@@ -265,7 +299,7 @@ impl State {
     }
 
     pub(crate) fn holds(&self, item: &Item) -> bool {
-        self.mem.contains(item) || self.disk.contains_key(item)
+        self.mem.contains(item) || self.disk.contains_key(item) || self.plain.contains(item)
     }
 
     /// A reader's lookup of `item` in memory: its bytes and whether a group brought
@@ -321,9 +355,9 @@ impl State {
 
     /// Drops `item` from both tiers.
     fn drop_item(&mut self, item: Item) -> bool {
-        let had = self.mem.contains(&item) || self.disk.contains_key(&item);
+        let had = self.holds(&item);
         self.mem.remove(item);
-        if self.disk.remove(&item).is_some() {
+        if self.disk.remove(&item).is_some() | self.plain.remove(&item) {
             self.dirty = true;
         }
         had
@@ -337,6 +371,7 @@ impl State {
             self.mem
                 .items()
                 .chain(self.disk.keys())
+                .chain(self.plain.items())
                 .filter(|i| i.file == file && i.index >= from && i.index <= to)
                 .copied()
                 .collect()
@@ -378,15 +413,24 @@ impl State {
     pub fn unstored_groups(&self, n: usize) -> Vec<Vec<Item>> {
         self.groups
             .iter()
-            .filter(|g| {
-                self.slot_of(g)
-                    .is_none_or(|slot| self.plain_slots.contains(&slot))
-            })
+            .filter(|g| self.slot_of(g).is_none())
             .filter(|g| g.iter().all(|i| self.files[i.file as usize].data.is_some()))
             .filter(|g| self.groups_pay(g))
             .take(n)
             .cloned()
             .collect()
+    }
+
+    /// The SOURCE requests building `group`'s segment makes: its members no tier
+    /// holds, one request per run of consecutive ones.
+    pub(crate) fn source_runs(&self, group: &[Item]) -> u64 {
+        let mut absent: Vec<Item> = group.iter().filter(|i| !self.holds(i)).copied().collect();
+        absent.sort();
+        absent
+            .windows(2)
+            .filter(|w| w[1].file != w[0].file || w[1].index != w[0].index + 1)
+            .count() as u64
+            + !absent.is_empty() as u64
     }
 
     /// At most the grouping I/O of building `group`'s segment (items of `item`
@@ -396,45 +440,92 @@ impl State {
         (absent + group.len() as u64) * item
     }
 
-    /// A slot for new contents, claimed but empty until written, its use number and
-    /// the hot entries it held, which the caller writes into it again first. When
-    /// none is free: under `lru` the least recently used slot, under `group` the
-    /// one [`State::victim`] picks (`None`: no slot may take a group's segment now).
-    /// The slot's old items are dropped.
-    pub(crate) fn claim_slot(&mut self, plain: bool) -> Option<(u32, u64, Vec<Entry>)> {
-        let (slot, evicted, rescue) = if self.policy == Policy::Group && !self.alloc.has_free() {
-            let (slot, hot) = match self.victim(plain) {
-                Some(v) => v,
-                None if plain => (self.alloc.lru_order().next()?, Vec::new()),
-                None => return None,
-            };
+    /// The slot a group's segment takes (`group`, while the share is on): a free
+    /// one; else, while the segments hold fewer slots than the share, one of the item
+    /// region (`Err`: the caller moves its items out); else the least recently used
+    /// segment. `None`: no slot may take a segment now.
+    pub(crate) fn segment_slot(&mut self) -> Option<Result<(u32, u64), u32>> {
+        if !self.share.on() {
+            return None;
+        }
+        if self.alloc.has_free() {
+            let (slot, _) = self.alloc.alloc();
+            let uses = self.fresh(slot);
+            self.resize_region(0);
+            return Some(Ok((slot, uses)));
+        }
+        let segments = self.segment_slots();
+        if segments < self.share.slots() {
+            if let Some(slot) = self.plain.emptiest_slot() {
+                return Some(Err(slot));
+            }
+        }
+        let slot = self.alloc.lru_order().find(|s| !self.plain.owns(*s))?;
+        self.alloc.touch(slot);
+        Some(Ok((slot, self.fresh(slot))))
+    }
+
+    /// A slot for the item region (`group`): a free one, else — while the segments
+    /// hold more slots than the share — the least recently used segment.
+    pub(crate) fn region_slot(&mut self) -> Option<u32> {
+        let slot = if self.alloc.has_free() {
+            self.alloc.alloc().0
+        } else if self.segment_slots() > self.share.slots() {
+            let slot = self.alloc.lru_order().find(|s| !self.plain.owns(*s))?;
             self.alloc.touch(slot);
-            (slot, Some(slot), hot)
+            slot
         } else {
-            let (slot, evicted) = self.alloc.alloc();
-            (slot, evicted, Vec::new())
+            return None;
         };
-        if let Some(old) = evicted {
+        self.fresh(slot);
+        self.slot_items.remove(&slot);
+        self.plain.add_slot(slot);
+        self.resize_region(0);
+        Some(slot)
+    }
+
+    /// A cell of the item region for `item`, which a reader asked for: where to
+    /// write its bytes and the placement's ticket; `None` if the region holds it
+    /// already (now the most recent) or may hold nothing.
+    pub(crate) fn region_cell(&mut self, item: Item) -> Option<(u32, u64, u64)> {
+        loop {
+            match self.plain.place(item) {
+                Place::Held | Place::Full => return None,
+                Place::Write {
+                    slot,
+                    offset,
+                    ticket,
+                } => return Some((slot, offset, ticket)),
+                Place::NeedSlot => {
+                    self.region_slot()?;
+                }
+            }
+        }
+    }
+
+    /// `slot` takes new contents: its old items are dropped; returns its new use
+    /// number.
+    pub(crate) fn fresh(&mut self, slot: u32) -> u64 {
+        if let Some(old) = self.slot_items.remove(&slot) {
             self.stats.evicted_segments += 1;
-            for i in self.slot_items.remove(&old).unwrap_or_default() {
-                if self.disk.get(&i).map(|(s, _)| *s) == Some(old) {
+            for i in old {
+                if self.disk.get(&i).map(|(s, _)| *s) == Some(slot) {
                     self.disk.remove(&i);
                     self.dirty = true;
                 }
             }
         }
-        if self.open_plain.is_some_and(|(s, _)| s == slot) {
-            self.open_plain = None;
-        }
-        if plain {
-            self.plain_slots.insert(slot);
-        } else {
-            self.plain_slots.remove(&slot);
-        }
         self.slot_items.insert(slot, Vec::new());
         let uses = self.slot_uses.entry(slot).or_insert(0);
         *uses += 1;
-        Some((slot, *uses, rescue))
+        *uses
+    }
+
+    /// An item-sized slot for new contents (`lru`): a free one, else the least
+    /// recently used; its old items are dropped. Returns it and its use number.
+    pub(crate) fn item_slot(&mut self) -> (u32, u64) {
+        let (slot, _) = self.alloc.alloc();
+        (slot, self.fresh(slot))
     }
 
     /// Records `entries` (with the epochs their data was read under) as held by
@@ -468,26 +559,13 @@ impl State {
                 self.plan.insert(*i, g);
             }
         }
-        // A group whose items already share one slot, all valid there, is reused; a
-        // plain slot where the group is at least half of what is valid becomes its
-        // segment as it stands (no I/O).
+        // A group whose items already share one segment, all valid there, is reused.
         for items in &groups {
-            if let Some(slot) = self.slot_of(items) {
-                let valid = self.slot_items.get(&slot).map_or(0, |v| {
-                    v.iter()
-                        .filter(|i| self.disk.get(i).map(|(s, _)| *s) == Some(slot))
-                        .count()
-                });
-                if !self.plain_slots.contains(&slot) || 2 * items.len() >= valid {
-                    self.plain_slots.remove(&slot);
-                    if self.open_plain.is_some_and(|(s, _)| s == slot) {
-                        self.open_plain = None;
-                    }
-                    self.stats.groups_reused += 1;
-                    continue;
-                }
+            if self.slot_of(items).is_some() {
+                self.stats.groups_reused += 1;
+            } else {
+                self.stats.groups_built += 1;
             }
-            self.stats.groups_built += 1;
         }
         self.stats.group_builds += 1;
         self.groups = groups;
@@ -569,6 +647,7 @@ impl Cache {
         }
         st.mem.clear();
         st.disk.clear();
+        st.plain.clear();
         st.dirty = true;
     }
 
@@ -648,6 +727,27 @@ impl Cache {
                 }
             }
             self.delivered(tier, delivered);
+            if self.cfg.policy == Policy::Group {
+                // Every item a reader asked for goes to the item region (the LRU).
+                let run: Vec<_> = got
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, d)| !d.is_empty())
+                    .map(|(k, d)| {
+                        (
+                            Item {
+                                file,
+                                index: index + k as u64,
+                            },
+                            d.clone(),
+                            epoch,
+                        )
+                    })
+                    .collect();
+                if let Err(e) = self.plain_put(&run) {
+                    self.fault("writing the segment store", &e);
+                }
+            }
             let mut st = lock(&self.state);
             for k in index..=upto {
                 st.demanded(Item { file, index: k });
@@ -694,15 +794,6 @@ impl Cache {
                 } else {
                     st.stats.plain_hits += 1;
                 }
-                // An item brought ahead that the store lacks goes there on its first
-                // use, as its miss would have put it (unused ones never take space).
-                let store = grouped && !st.disk.contains_key(&item) && !bytes.is_empty();
-                drop(st);
-                if store {
-                    if let Err(e) = self.append_plain(&[(item, bytes.clone(), epoch)]) {
-                        self.fault("writing the segment store", &e);
-                    }
-                }
                 Ok((vec![bytes], item.index, Tier::Memory))
             }
             Plan::Slot {
@@ -735,26 +826,44 @@ impl Cache {
     /// Decides under the lock how `item` is served; `last` bounds a SOURCE run.
     fn plan(&self, item: Item, last: u64) -> Plan {
         let mut st = lock(&self.state);
+        let group = self.cfg.policy == Policy::Group;
+        // Whether the item region holds it: a hit served otherwise is one groups earned.
+        let held = st.plain.contains(&item);
         if let Some((bytes, grouped)) = st.mem_get(item) {
+            if grouped && !held {
+                st.earned(1);
+            }
             return Plan::Memory(bytes, grouped);
         }
         if let Some(&(slot, entry)) = st.disk.get(&item) {
             // A group's segment is read whole (the prefetch) while its file's groups
-            // pay, a plain slot's item alone.
-            let grouped = !st.plain_slots.contains(&slot) && st.files[item.file as usize].pay.on();
-            let entries: Vec<Entry> = if grouped {
-                st.entries_of(slot)
-            } else {
-                vec![entry]
-            };
-            st.alloc.touch(slot);
+            // pay, else the item alone (from the item region if it holds it).
+            let grouped = group && st.files[item.file as usize].pay.on();
+            if grouped || !held || !group {
+                let entries: Vec<Entry> = if grouped {
+                    st.entries_of(slot)
+                } else {
+                    vec![entry]
+                };
+                if group && !held {
+                    st.earned(1);
+                }
+                st.alloc.touch(slot);
+                return Plan::Slot {
+                    slot,
+                    entries,
+                    grouped,
+                };
+            }
+        }
+        if let Some((slot, entry)) = st.plain.entry(&item) {
             return Plan::Slot {
                 slot,
-                entries,
-                grouped,
+                entries: vec![entry],
+                grouped: false,
             };
         }
-        if self.cfg.policy == Policy::Group {
+        if group && st.share.on() {
             if !st.plan.contains_key(&item) && st.graph.pending_changes() >= self.cfg.build_after {
                 let per = self.per_segment();
                 st.rebuild(per);
@@ -765,7 +874,9 @@ impl Cache {
                     && st.grouping_affords(st.fill_cost(group, self.cfg.item))
                     && st.segment_room()
                 {
-                    return Plan::Group(group.clone());
+                    let group = group.clone();
+                    st.missing(std::iter::once(item));
+                    return Plan::Group(group);
                 }
             }
         }
@@ -775,12 +886,15 @@ impl Cache {
                 file: item.file,
                 index: end + 1,
             };
-            if st.mem.contains(&next) || st.disk.contains_key(&next) || st.plan.contains_key(&next)
-            {
+            if st.holds(&next) || st.plan.contains_key(&next) {
                 break;
             }
             end += 1;
         }
+        st.missing((item.index..=end).map(|index| Item {
+            file: item.file,
+            index,
+        }));
         Plan::Source { last: end }
     }
 
@@ -847,7 +961,7 @@ impl Cache {
             }
         } else if self.cfg.policy == Policy::Group && !disabled {
             let run: Vec<_> = with_items().filter(|(_, d, _)| !d.is_empty()).collect();
-            if let Err(e) = self.append_plain(&run) {
+            if let Err(e) = self.plain_put(&run) {
                 self.fault("writing the segment store", &e);
             }
         }

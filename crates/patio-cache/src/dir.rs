@@ -161,6 +161,19 @@ fn warm(st: &mut State, t: Table) {
         });
     }
     for seg in t.segments {
+        if seg.plain && st.policy() == Policy::Group {
+            // The item region's cells, in their slot's order (their ages are lost).
+            let kept = seg
+                .entries
+                .into_iter()
+                .filter(|e| st.plain.restore(seg.slot, *e))
+                .count();
+            if kept > 0 {
+                st.stats.warm_items += kept as u64;
+                st.alloc.touch(seg.slot);
+            }
+            continue;
+        }
         let mut items = Vec::new();
         for e in seg.entries {
             st.disk.insert(e.item, (seg.slot, e));
@@ -169,9 +182,6 @@ fn warm(st: &mut State, t: Table) {
         st.stats.warm_items += items.len() as u64;
         st.slot_items.insert(seg.slot, items);
         st.alloc.touch(seg.slot);
-        if seg.plain {
-            st.plain_slots.insert(seg.slot);
-        }
     }
 }
 
@@ -191,9 +201,10 @@ impl Cache {
         let mut segments: Vec<SegmentRec> = st
             .slot_items
             .keys()
+            .chain(st.plain.slots())
             .map(|&slot| SegmentRec {
                 slot,
-                plain: st.plain_slots.contains(&slot),
+                plain: st.plain.owns(slot) || self.cfg.policy == Policy::Lru,
                 entries: st
                     .entries_of(slot)
                     .into_iter()
@@ -240,7 +251,8 @@ impl Cache {
 
     /// In an idle period: rebuilds the groups if the graph changed, writes a few
     /// groups not yet stored as segments (the grouping I/O, reading SOURCE for what
-    /// memory does not hold) and saves the table.
+    /// the cache does not hold, as far as what groups earned pays for it) and saves
+    /// the table.
     /// The time it takes is counted (`idle_work_ns`): work done while nobody waits
     /// is still work a benchmark must charge.
     pub fn idle_work(&self) {
@@ -254,11 +266,15 @@ impl Cache {
         if self.cfg.policy == Policy::Group && lock(&self.state).disabled.is_none() {
             let todo = {
                 let mut st = lock(&self.state);
-                if st.graph.pending_changes() > 0 {
-                    let per = (self.cfg.segment / self.cfg.item) as usize;
-                    st.rebuild(per);
+                if !st.share.on() {
+                    Vec::new()
+                } else {
+                    if st.graph.pending_changes() > 0 {
+                        let per = (self.cfg.segment / self.cfg.item) as usize;
+                        st.rebuild(per);
+                    }
+                    st.unstored_groups(4)
                 }
-                st.unstored_groups(4)
             };
             let since = lock(&self.state).last_request;
             for g in todo {
@@ -270,8 +286,8 @@ impl Cache {
                     if !st.grouping_affords(st.fill_cost(&g, self.cfg.item)) {
                         break; // grouping I/O at its cap
                     }
-                    if !st.segment_room() {
-                        break; // every slot holds items readers asked for lately
+                    if !st.share.affords(st.source_runs(&g)) {
+                        continue; // its SOURCE reads are more than groups earned
                     }
                 }
                 if let Err(e) = self.fill_group(None, &g) {

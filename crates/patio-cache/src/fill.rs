@@ -1,8 +1,9 @@
 //! The store-facing fill paths of the segment-grouping cache: reading a slot (a
-//! group's whole segment or one plain item), building a group's segment from members
-//! held in memory, in other slots or, for the rest, in SOURCE, appending missed items
-//! to the open plain slot, bringing a strided stream's next periods ahead, and
-//! writing a fresh slot.
+//! group's whole segment or one item), building a group's segment from members held
+//! in memory, in the store or, for the rest, in SOURCE, putting the items readers
+//! asked for in the item region's cells, bringing a strided stream's next periods
+//! ahead, and writing a fresh slot (moving the items of an item-region slot that a
+//! segment takes over).
 
 use crate::core::{lock, Cache, Policy};
 use crate::graph::Item;
@@ -43,6 +44,10 @@ impl Cache {
                 st.stats.checksum_misses += 1;
                 if st.disk.get(&e.item).map(|(s, _)| *s) == Some(slot) {
                     st.disk.remove(&e.item);
+                    st.dirty = true;
+                }
+                if st.plain.entry(&e.item).is_some_and(|(s, _)| s == slot) {
+                    st.plain.remove(&e.item);
                     st.dirty = true;
                 }
                 continue;
@@ -93,7 +98,7 @@ impl Cache {
             for i in group {
                 if let Some(d) = st.mem_peek(*i) {
                     got.insert(*i, d);
-                } else if let Some(&(slot, e)) = st.disk.get(i) {
+                } else if let Some((slot, e)) = st.plain.entry(i).or(st.disk.get(i).copied()) {
                     if sources.contains_key(&i.file) {
                         stored.push((slot, e));
                     }
@@ -141,6 +146,8 @@ impl Cache {
             st.stats.grouping_source_bytes += extra;
             st.stats.grouping_local_bytes += local;
             st.stats.grouping_io_bytes += extra + local;
+            // Every request beyond the one a miss makes anyway is a cost of groups.
+            st.cost(requests.saturating_sub(want.is_some() as u64));
             if want.is_some() {
                 st.stats.accesses += 1;
                 st.stats.misses += 1;
@@ -150,14 +157,9 @@ impl Cache {
                 st.mem_put(*i, d.clone(), Some(*i) != wanted_item, *ep);
             }
         }
-        if !self.write_slot(&items, true)? {
-            // No slot may take the segment: the item asked for is kept like a miss.
-            if let (Some((item, _, epoch)), Some(d)) = (&want, &wanted) {
-                if !d.is_empty() {
-                    self.append_plain(&[(*item, d.clone(), *epoch)])?;
-                }
-            }
-        }
+        // No slot may take the segment: the item asked for still goes to the item
+        // region (its reader's `plain_put`), like a miss.
+        self.write_slot(&items, true)?;
         Ok(wanted)
     }
 
@@ -220,7 +222,10 @@ impl Cache {
             let items = size.div_ceil(b);
             let it = |index| Item { file, index };
             let next = periods(span.0, span.1, stride, 1, items);
-            if !st.files[file as usize].pay.on() || next.iter().all(|&i| st.holds(&it(i))) {
+            if !st.share.on()
+                || !st.files[file as usize].pay.on()
+                || next.iter().all(|&i| st.holds(&it(i)))
+            {
                 return Ok(());
             }
             let depth = st.ahead_items(b) / (span.1 - span.0 + 1);
@@ -263,6 +268,7 @@ impl Cache {
             st.stats.grouping_io_bytes += read;
             st.stats.stride_batches += 1;
             st.stats.stride_bytes += read;
+            st.cost(requests);
             for (i, d, ep) in &got {
                 st.mem_put(*i, d.clone(), true, *ep);
             }
@@ -270,99 +276,81 @@ impl Cache {
         Ok(())
     }
 
-    /// Appends `items` (consecutive ones read from SOURCE under `lru`-like caching of
-    /// `group`) to the open plain slot, claiming a fresh one when it is full; the hot
-    /// items a reused slot held are written into it again first (their move is
-    /// local grouping I/O: slots are a segment wide, an LRU's are an item wide).
-    pub(crate) fn append_plain(&self, items: &[(Item, Arc<Vec<u8>>, u64)]) -> io::Result<()> {
+    /// Puts `items` (read by a reader under the epochs given) in the item region
+    /// (`group`): each becomes its most recent item, written to a cell of its own
+    /// unless the region holds it already.
+    pub(crate) fn plain_put(&self, items: &[(Item, Arc<Vec<u8>>, u64)]) -> io::Result<()> {
         let store = self.store.as_ref().expect("a store");
-        let cap = store.slot_size();
-        let mut k = 0;
-        while k < items.len() {
-            let mut buf = Vec::new();
-            let mut entries = Vec::new();
-            let (slot, uses, base, moved) = {
+        for (item, data, epoch) in items {
+            let placed = {
                 let mut st = lock(&self.state);
-                let room = st.open_plain.map_or(0, |(_, at)| cap - at);
-                let first = items[k].1.len().div_ceil(4096) as u64 * 4096;
-                let (slot, at, rescue) = match st.open_plain {
-                    Some((slot, at)) if first <= room => (slot, at, Vec::new()),
-                    _ => match st.claim_slot(true) {
-                        Some((slot, _, rescue)) => (slot, 0, rescue),
-                        None => return Ok(()),
-                    },
-                };
-                let uses = st.slot_uses[&slot];
-                let mut moved = 0u64;
-                for e in rescue {
-                    // Read before the slot is written again, under the lock: the
-                    // slot is claimed, nobody else reads or writes it meanwhile.
-                    let body = store.read_at(slot, e.offset as u64, e.len as usize)?;
-                    moved += body.len() as u64;
-                    st.stats.segment_reads += 1;
-                    st.stats.segment_read_bytes += body.len() as u64;
-                    if patio_core::codec::crc32c(&body) != e.crc {
-                        st.stats.checksum_misses += 1;
-                        continue;
-                    }
-                    let offset = buf.len() as u64;
-                    buf.extend_from_slice(&body);
-                    buf.resize(buf.len().div_ceil(4096) * 4096, 0);
-                    let epoch = st.files[e.item.file as usize].epoch;
-                    entries.push((
-                        Entry {
-                            offset: offset as u32,
-                            ..e
-                        },
-                        epoch,
-                    ));
+                if st.disabled.is_some() || st.files[item.file as usize].epoch != *epoch {
+                    continue;
                 }
-                // Read back, and written again.
-                moved += buf.len() as u64;
-                let before = k;
-                while k < items.len() {
-                    let (i, d, ep) = &items[k];
-                    let offset = buf.len() as u64;
-                    if at + offset + d.len() as u64 > cap {
-                        break;
-                    }
-                    buf.extend_from_slice(d);
-                    buf.resize(buf.len().div_ceil(4096) * 4096, 0);
-                    let e = Entry {
-                        item: *i,
-                        offset: (at + offset) as u32,
-                        len: d.len() as u32,
-                        crc: patio_core::codec::crc32c(d),
-                    };
-                    entries.push((e, *ep));
-                    k += 1;
-                }
-                if k == before && at == 0 {
-                    // Nothing of `items` fits beside what had to stay: keep that.
-                    k = items.len();
-                }
-                st.open_plain = Some((slot, at + buf.len() as u64));
-                st.alloc.touch(slot);
-                (slot, uses, at, moved)
+                st.region_cell(*item)
             };
-            if buf.is_empty() {
+            let Some((slot, offset, ticket)) = placed else {
                 continue;
-            }
-            if let Err(e) = store.write_at(slot, base, &buf) {
-                let mut st = lock(&self.state);
-                if st.open_plain.is_some_and(|(s, _)| s == slot) {
-                    st.open_plain = None;
-                }
+            };
+            let mut buf = data.to_vec();
+            buf.resize(buf.len().div_ceil(4096) * 4096, 0);
+            if let Err(e) = store.write_at(slot, offset, &buf) {
+                lock(&self.state).plain.remove(item);
                 return Err(e);
             }
             let mut st = lock(&self.state);
             st.stats.segment_writes += 1;
             st.stats.segment_write_bytes += buf.len() as u64;
-            st.stats.grouping_local_bytes += moved;
-            st.stats.grouping_io_bytes += moved;
-            st.record(slot, uses, entries);
+            let entry = Entry {
+                item: *item,
+                offset: offset as u32,
+                len: data.len() as u32,
+                crc: patio_core::codec::crc32c(data),
+            };
+            if st.files[item.file as usize].epoch != *epoch {
+                st.plain.remove(item);
+            } else if st.plain.commit(ticket, entry) {
+                st.dirty = true;
+            }
         }
         Ok(())
+    }
+
+    /// `slot` leaves the item region for a group's segment: the region shrinks by a
+    /// slot (least recently used items out) and the slot's items move to free
+    /// cells of the region's other slots (read and written again under the lock,
+    /// local grouping I/O) at the age they had. Returns the slot's new use number.
+    fn vacate(&self, slot: u32) -> io::Result<u64> {
+        let store = self.store.as_ref().expect("a store");
+        let mut st = lock(&self.state);
+        let mut moved = 0u64;
+        st.resize_region(1);
+        for (item, cell) in st.plain.take_slot(slot) {
+            let Some(e) = cell.entry else { continue };
+            let body = store.read_at(slot, e.offset as u64, e.len as usize)?;
+            moved += body.len() as u64;
+            if patio_core::codec::crc32c(&body) != e.crc {
+                st.stats.checksum_misses += 1;
+                continue;
+            }
+            let Some((to, entry)) = st.plain.reinsert(item, &cell) else {
+                continue;
+            };
+            let mut buf = body;
+            buf.resize(buf.len().div_ceil(4096) * 4096, 0);
+            if let Err(err) = store.write_at(to, entry.offset as u64, &buf) {
+                st.plain.remove(&item);
+                return Err(err);
+            }
+            moved += buf.len() as u64;
+            st.stats.segment_writes += 1;
+            st.stats.segment_write_bytes += buf.len() as u64;
+        }
+        st.stats.grouping_local_bytes += moved;
+        st.stats.grouping_io_bytes += moved;
+        st.dirty = true;
+        st.alloc.touch(slot);
+        Ok(st.fresh(slot))
     }
 
     /// Writes `items` into a fresh slot (see [`State::claim_slot`]) and records
@@ -396,9 +384,15 @@ impl Cache {
             };
             entries.push((e, *ep));
         }
-        let claimed = lock(&self.state).claim_slot(self.cfg.policy != Policy::Group);
-        let Some((slot, uses, _)) = claimed else {
-            return Ok(false);
+        let (slot, uses) = if self.cfg.policy == Policy::Group {
+            let claimed = lock(&self.state).segment_slot();
+            match claimed {
+                None => return Ok(false),
+                Some(Ok(got)) => got,
+                Some(Err(slot)) => (slot, self.vacate(slot)?),
+            }
+        } else {
+            lock(&self.state).item_slot()
         };
         let written = store.write(slot, &buf);
         let mut st = lock(&self.state);

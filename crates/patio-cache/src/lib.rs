@@ -12,9 +12,10 @@
 //! | [`store`] | the slot file (preallocated, `O_DIRECT`) and the slot allocator |
 //! | [`table`] | the persisted segment table (framed, checksummed, generation-numbered) |
 //! | [`memtier`] | the memory tier: the LRU of demand items beside the items groups bring ahead |
+//! | [`plain`] | the store's item region: an exact LRU of items in item-sized cells |
+//! | [`share`] | the group share: the slots segments may hold, following what groups earn |
 //! | [`config`] | the policy and the budgets |
 //! | `pay` | whether a file's groups earn their place |
-//! | [`recency`] | when readers last asked for each stored item: what the store protects |
 //! | [`core`] | the tiers, the policies, invalidation, what groups may cost |
 //! | `fill` | the fill paths that touch the segment store |
 //! | [`files`] | the source files served: registration, checks before reads, changes |
@@ -34,7 +35,8 @@ mod fill;
 pub mod graph;
 pub mod memtier;
 mod pay;
-pub mod recency;
+pub mod plain;
+pub mod share;
 pub mod stats;
 pub mod store;
 pub mod stride;

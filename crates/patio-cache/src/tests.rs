@@ -11,7 +11,7 @@ use crate::test_support::config;
 use crate::{open_cache, CacheConfig, OpenFile, Policy};
 use patio_prefetch::rng::Rng;
 use patio_prefetch::{DataFile, SlowStore, StoreConfig};
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
@@ -199,14 +199,14 @@ fn a_restart_keeps_plain_slots_plain() {
     std::fs::write(&path, &data).unwrap();
     std::thread::sleep(Duration::from_millis(1100)); // old enough for the table
     let name = "p.bin";
-    let plain = |expect: Option<&HashSet<u32>>| {
+    let plain = |expect: Option<&BTreeSet<u32>>| {
         let cache = opened(dir.path(), &config(Policy::Group));
         let r = Reader::open(&cache, src.path(), name);
         if let Some(expect) = expect {
-            assert_eq!(&cache.state().plain_slots, expect);
+            assert_eq!(cache.state().plain.slots(), expect);
         }
         read_items(&r, &data, &[1, 7, 3, 20], 1);
-        let slots = cache.state().plain_slots.clone();
+        let slots = cache.state().plain.slots().clone();
         drop(r);
         cache.save().unwrap();
         slots

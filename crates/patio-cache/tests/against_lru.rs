@@ -5,9 +5,11 @@
 //! * `lru` against an LRU of the whole disk budget (its store holds every item it
 //!   cached, in item-sized slots, least recently used out first);
 //! * `group` against an LRU of the disk budget less the space groups may hold
-//!   ([`Cache::protected_items`], at least half of the store): the items readers
-//!   asked for most recently are never given up for a group's segment, so an LRU of
-//!   that size hits nothing `group` misses — whatever the groups do.
+//!   ([`Cache::protected_items`], at least half of the store): the store's item
+//!   region is an exact LRU of at least that many items, so an LRU of that size hits
+//!   nothing `group` misses — whatever the groups do;
+//! * `group` with its group share pinned at zero against an LRU of the whole disk
+//!   budget, hit for hit and miss for miss: without a share, `group` is `lru`.
 //!
 //! Traces are random, strided, cyclic and tile-like (the rows of 2-D blocks of a
 //! row-major array), from one caller or from several interleaved.
@@ -78,6 +80,17 @@ fn against(
     trace: &[Read],
     idle_every: Option<usize>,
 ) -> Result<(u64, u64, u64), String> {
+    against_with(policy, None, trace, idle_every)
+}
+
+/// [`against`] with `group`'s share pinned at `share` slots, if given; pinned at
+/// zero, every access must hit exactly when an LRU of the whole store hits.
+fn against_with(
+    policy: Policy,
+    share: Option<usize>,
+    trace: &[Read],
+    idle_every: Option<usize>,
+) -> Result<(u64, u64, u64), String> {
     let src = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = src.path().join("f.bin");
@@ -94,9 +107,12 @@ fn against(
         file.try_clone().unwrap(),
         reader,
     );
-    let cap = match policy {
-        Policy::Group => cache.protected_items(),
-        _ => (cfg.disk / ITEM) as usize,
+    cache.state().fix_share(share);
+    let exact = policy == Policy::Lru || share == Some(0);
+    let cap = if exact {
+        (cfg.disk / ITEM) as usize
+    } else {
+        cache.protected_items()
     };
     let mut lru = Lru {
         cap,
@@ -119,6 +135,11 @@ fn against(
         if ref_hit && !hit {
             return Err(format!(
                 "read {n} (caller {pid}, item {x}): the reference LRU of {cap} items hit, {policy:?} missed"
+            ));
+        }
+        if exact && hit && !ref_hit {
+            return Err(format!(
+                "read {n} (caller {pid}, item {x}): the reference LRU of {cap} items missed, {policy:?} (share {share:?}) hit"
             ));
         }
         hits += hit as u64;
@@ -189,6 +210,7 @@ fn check(trace: &[Read], idle_every: Option<usize>) -> Result<(), TestCaseError>
     for policy in [Policy::Lru, Policy::Group] {
         against(policy, trace, idle_every).map_err(TestCaseError::fail)?;
     }
+    against_with(Policy::Group, Some(0), trace, idle_every).map_err(TestCaseError::fail)?;
     Ok(())
 }
 
@@ -238,4 +260,63 @@ fn the_protected_share_is_at_least_half_the_store() {
     let cache: Cache = open_cache(Some(dir.path()), &cfg).unwrap().0;
     assert!(cache.protected_items() as u64 >= cfg.disk / ITEM / 2);
     assert!((cache.protected_items() as u64) < cfg.disk / ITEM);
+}
+
+#[test]
+fn without_a_share_group_is_lru_and_with_one_it_serves_a_loop() {
+    // A loop of 40 items read four times fits the whole store (64 items) but not
+    // the item region beside a full share (32): pinned at zero, `group` hits exactly
+    // what an LRU of the store hits (every read of the three later passes); pinned at
+    // the full share it still hits at least what an LRU of 32 items hits.
+    let trace: Vec<Read> = (0..4)
+        .flat_map(|_| (0..40).map(|k| (1, 7 + 3 * k)))
+        .collect();
+    let (hits, ref_hits, by_groups) =
+        against_with(Policy::Group, Some(0), &trace, Some(40)).unwrap();
+    assert_eq!((hits, ref_hits, by_groups), (120, 120, 0));
+    let (hits, ref_hits, _) = against_with(Policy::Group, Some(4), &trace, Some(40)).unwrap();
+    assert!(hits >= ref_hits);
+}
+
+#[test]
+fn a_share_that_does_not_pay_shrinks_to_zero() {
+    // Random reads over 100 items, a store of 64: groups hardly earn, ghosts and
+    // their SOURCE reads cost; the share falls from half the store to at most a
+    // slot, and the item region gets the rest back.
+    let dir = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let path = src.path().join("f.bin");
+    let data: Vec<u8> = (0..FILE_ITEMS * ITEM).map(|i| (i % 239) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let cache = Arc::new(
+        open_cache(Some(dir.path()), &config(Policy::Group))
+            .unwrap()
+            .0,
+    );
+    let file = File::open(&path).unwrap();
+    let reader = Arc::new(
+        DataFile::open_named(&path, &path, SlowStore::new(StoreConfig::instant())).unwrap(),
+    );
+    let open = cache.open(
+        "f.bin",
+        &file.metadata().unwrap(),
+        file.try_clone().unwrap(),
+        reader,
+    );
+    assert_eq!(cache.state().share.slots(), 4);
+    let mut x = 12345u64;
+    let mut buf = vec![0u8; ITEM as usize];
+    for _ in 0..2000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let item = (x >> 33) % 100;
+        open.read_at(&file, item * ITEM, &mut buf, 1).unwrap();
+    }
+    // (At zero, groups get one slot again after 256 misses to show what they earn.)
+    let st = cache.state();
+    assert!(st.share.slots() <= 1, "{:?}", st.stats);
+    assert!(st.plain.cap() >= 56);
+    drop(st);
+    drop(open);
 }
