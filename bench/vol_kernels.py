@@ -277,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                         "layout probe) instead of the default Lustre-like model")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", help="also write the JSON object to this file")
+    p.add_argument("--plugin-dir", help="the connector's directory, with the layout core in "
+                   "it or its parent (default: the installed one, as vol-env prints it)")
     a = p.parse_args(argv)
     pick = tuple(k.strip() for k in a.kernels.split(",") if k.strip())
     unknown = [k for k in pick if k not in PICK]
@@ -285,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
               if unknown else "vol_kernels: --reps and --scale must be positive", file=sys.stderr)
         return 2
     env = vol_env()
+    if a.plugin_dir:
+        env["HDF5_PLUGIN_PATH"] = str(Path(a.plugin_dir).resolve())
     work = Path(tempfile.mkdtemp(prefix="patio-volk-", dir=a.dir))
     try:
         exe = work / "h5_replay"
@@ -303,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
                   "device": device["source"] if device else "model (lustre preset)",
                   "constants": device["constants"] if device else None,
                   "hdf5_version": env["hdf5_version"], "commit": commit,
+                  "plugin_dir": env["HDF5_PLUGIN_PATH"],
                   "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                   "host": platform.node(), "load": os.getloadavg()[0], "rows": rows}
     finally:
