@@ -29,6 +29,7 @@ import h5py
 import numpy as np
 from h5py import h5r, h5s, h5t
 
+from patio._native import file_version
 from patio.layout.selection import Selection
 
 if TYPE_CHECKING:
@@ -83,8 +84,6 @@ class _Session:
         """The decider for ``dset``, or None when it has no usable replica. One
         ``stat`` of the source per call: when its version moved since the deciders were
         made, they are made again (their replicas checked against the source anew)."""
-        from patio._native import file_version
-
         try:
             now: dict[str, int] | None = file_version(self.path)
         except OSError:

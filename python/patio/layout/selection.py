@@ -338,7 +338,8 @@ class Selection:
 
         values = self.__dict__.get("_values")
         slabs = (None if self.kind == "points" else
-                 values.tolist() if values is not None else [s.to_json() for s in self.slabs])
+                 values.tolist() if values is not None else
+                 [(s.start, s.stride, s.count, s.block) for s in self.slabs])
         return layout_selection_json(self.shape, self.kind, self.out_shape, slabs)
 
     @staticmethod
