@@ -125,20 +125,26 @@ def test_random_selections_same_bytes_and_patterns_as_h5py_and_patio_h5(
 
 
 
-def access_rows(path: Path) -> list[tuple[object, ...]]:
-    """The access rows in the knowledge base's record logs, in the order they were
-    written (one log: one process): dataset, selection JSON, point indices, elements,
-    bytes."""
+def log_rows(path: Path) -> list[tuple[object, ...]]:
+    """The access rows in the knowledge base's record logs, each log's in the order they
+    were written: dataset, selection JSON, point indices, elements, bytes, pid."""
     from patio.layout import kblog
     from patio.layout.kb import decode_ints
 
     logs = kb_dir(path) / "records"
-    names = kblog.log_names(logs)
-    assert len(names) == 1, names
-    dec, _ = kblog.read_log(logs / names[0], 0)
-    assert dec.problem is None and dec.finished
-    return [(r[0], r[1], None if r[2] is None else decode_ints(r[2]).tolist(), r[3], r[4])
-            for f in dec.frames for r in f.rows]
+    out = []
+    for name in kblog.log_names(logs):
+        dec, _ = kblog.read_log(logs / name, 0)
+        assert dec.problem is None and dec.finished
+        out += [(r[0], r[1], None if r[2] is None else decode_ints(r[2]).tolist(), r[3], r[4],
+                 r[5]) for f in dec.frames for r in f.rows]
+    return out
+
+
+def access_rows(path: Path) -> list[tuple[object, ...]]:
+    """The rows of the knowledge base's one record log (one process), without the pid."""
+    assert len(list((kb_dir(path) / "records").glob("*.log"))) == 1
+    return [r[:5] for r in log_rows(path)]
 
 
 @pytest.mark.usefixtures("layout_dir")
@@ -173,3 +179,42 @@ def test_many_reads_reach_the_knowledge_base_in_order_as_patio_h5_records_them(
     got, want = access_rows(c_file), access_rows(py_file)
     assert len(got) == len(reads) == 704
     assert got == want
+
+
+@pytest.mark.usefixtures("layout_dir")
+def test_a_forked_child_records_its_own_reads_and_not_its_parents(
+    tmp_path: Path, program: Path, env: dict[str, str]
+) -> None:
+    """Reads buffered before a fork are the parent's: the child's log holds only its own
+    read, the parent's every one of its reads once."""
+    rng = np.random.default_rng(5)
+    c_file, py_file = make_file(tmp_path / "c.h5"), make_file(tmp_path / "py.h5")
+    KnowledgeBase(c_file).close()
+    reads = random_reads(rng, 120)
+    dset = DATASETS[0]
+    rows, lines = [], []
+    for mem, kind, nums in reads:
+        space = file_space(kind, nums)
+        if kind == "U":
+            mem = [int(space.get_select_npoints())]
+        rows.append((dset, h5sel.from_space(SHAPE, space, tuple(mem)),
+                     8 * int(space.get_select_npoints()), 1, "py", time.time(), 0.0))
+        lines.append(spec_line(mem, kind, nums))
+    lines.insert(60, "F")
+    everything = h5s.create_simple(SHAPE)
+    rows.append((dset, h5sel.from_space(SHAPE, everything, SHAPE), 8 * int(np.prod(SHAPE)), 1,
+                 "py", time.time(), 0.0))  # the child's read, last in the reference
+    with KnowledgeBase(py_file) as kb:
+        kb.record(rows)
+    specs = tmp_path / "specs.txt"
+    specs.write_text("\n".join(lines) + "\n")
+    r = run(program, c_file, dset, tmp_path / "vol.bin", vol(env), str(specs))
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    got = log_rows(c_file)
+    pids = list(dict.fromkeys(row[5] for row in got))
+    assert len(pids) == 2
+    by_pid = {p: [row[:5] for row in got if row[5] == p] for p in pids}
+    want = [row[:5] for row in log_rows(py_file)]
+    parent, child = sorted(by_pid.values(), key=len, reverse=True)
+    assert parent == want[:120]
+    assert child == want[120:]

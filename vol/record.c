@@ -7,7 +7,8 @@
  * irregular one, or points) with the result's shape (the memory dataspace's extent;
  * the dataset's with H5S_ALL) to the layout core (libpatio_layout.so, loaded with
  * dlopen from this library's directory or its parent, or from $PATIO_LAYOUT_LIB),
- * which writes the rows patio.h5 writes into the process's record log.
+ * which writes the rows patio.h5 writes into the process's record log - in batches:
+ * the raw selections wait in a buffer per file (see `pending`).
  *
  * Nothing here can fail a read: a missing library, another HDF5 release than the one
  * the connector was built for, PATIO_LAYOUT=off, or a log that cannot be written each
@@ -16,6 +17,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +41,7 @@ static struct {
     int (*open)(const char *, PatioRecorder **);
     int (*read)(PatioRecorder *, const char *, uint32_t, const uint64_t *, int32_t, uint64_t,
                 const uint64_t *, uint32_t, const uint64_t *, uint64_t, double, double);
+    int (*flush)(PatioRecorder *);
     int (*close)(PatioRecorder *);
 } L;
 
@@ -86,12 +89,20 @@ static int load(const char *path)
     *(void **)&L.last_error = dlsym(L.lib, "patio_layout_last_error");
     *(void **)&L.open = dlsym(L.lib, "patio_recorder_open");
     *(void **)&L.read = dlsym(L.lib, "patio_recorder_read");
+    *(void **)&L.flush = dlsym(L.lib, "patio_recorder_flush");
     *(void **)&L.close = dlsym(L.lib, "patio_recorder_close");
-    if (L.last_error && L.open && L.read && L.close)
+    if (L.last_error && L.open && L.read && L.flush && L.close)
         return 1;
     dlclose(L.lib);
     L.lib = NULL;
     return 0;
+}
+
+/* In a forked child: the reads buffered so far are the parent's, which records them. */
+static void forked(void)
+{
+    for (size_t i = 0; i < nfiles; i++)
+        files[i]->nreads = files[i]->used = 0;
 }
 
 void pv_record_init(void)
@@ -135,6 +146,7 @@ void pv_record_init(void)
         return;
     }
     L.on = 1;
+    pthread_atfork(NULL, NULL, forked);
     pv_serve_init(L.lib);
 }
 
@@ -147,7 +159,9 @@ static void give_up(entry *e)
     e->nreads = e->used = 0;
 }
 
-/* Hands the file's buffered reads to the layout core, in the order they were read. */
+/* Hands the file's buffered reads to the layout core, in the order they were read,
+ * and has it append them to the log at once (so that nothing buffered there either is
+ * inherited by a forked child). */
 static void flush(entry *e)
 {
     for (size_t i = 0; i < e->nreads && e->rec; i++) {
@@ -158,6 +172,8 @@ static void flush(entry *e)
                    p->seconds) != PATIO_OK)
             give_up(e);
     }
+    if (e->nreads && e->rec && L.flush(e->rec) != PATIO_OK)
+        give_up(e);
     e->nreads = e->used = 0;
 }
 

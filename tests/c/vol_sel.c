@@ -8,12 +8,17 @@
  *   MRANK MDIM... H K (START STRIDE COUNT BLOCK)xK   K hyperslabs, the first set, the
  *                                        others OR'ed (each part RANK numbers)
  *   MRANK MDIM... P N (COORD...)xN       N points (RANK coordinates each), in order
+ *   F                                    fork: the child reads the whole dataset once
+ *                                        (not to OUT), closes and shuts HDF5 down
+ *                                        (H5close), and exits; the parent waits
  * The memory dataspace is MDIM... with everything selected. Exit status 1 with one line
  * on a malformed line or an HDF5 failure.
  */
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define MAX_RANK 8
 
@@ -50,6 +55,28 @@ int main(int argc, char **argv)
         die("cannot open SPECS or OUT", 0);
     for (long line = 1;; line++) {
         int mrank;
+        char fork_line;
+        if (fscanf(specs, " %c", &fork_line) != 1)
+            break;
+        if (fork_line == 'F') {
+            pid_t child = fork();
+            if (child < 0)
+                die("fork failed", line);
+            if (child == 0) {
+                hssize_t n = H5Sget_simple_extent_npoints(fs);
+                double *all = n > 0 ? malloc((size_t)n * sizeof *all) : NULL;
+                int ok = all && H5Dread(dset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                                        all) >= 0;
+                ok = ok && H5Dclose(dset) >= 0 && H5Fclose(file) >= 0 && H5close() >= 0;
+                _exit(ok ? 0 : 1);
+            }
+            int status = 0;
+            if (waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+                WEXITSTATUS(status) != 0)
+                die("the forked child failed", line);
+            continue;
+        }
+        ungetc(fork_line, specs);
         if (fscanf(specs, "%d", &mrank) != 1)
             break;
         if (mrank < 0 || mrank > MAX_RANK)
