@@ -136,9 +136,18 @@ def test_read_without_the_lock_gives_the_locked_rows(tmp_path: Path) -> None:
     journal.write_bytes(b"")
     assert kbmod._read_unlocked(kb.path) is None
     journal.unlink()
+    # Read again unchanged: the same rows (copies: a caller's note stays its own); after
+    # a commit, the database's rows again.
+    again = kbmod._read_unlocked(kb.path)
+    assert again is not None and again[1] == rows
+    again[1][0].note = "changed by a caller"
+    assert kbmod._read_unlocked(kb.path)[1] == rows  # type: ignore[index]
+    kb.set_state(rows[0].id, "stale", "test")
+    assert kbmod._read_unlocked(kb.path) == (version, [])
+    kb.set_state(rows[0].id, "ready", None)
     kb.close()
     opened = KnowledgeBase(p, ready=True)
-    assert opened.ready_rows == rows
+    assert [r.id for r in opened.ready_rows or []] == [rows[0].id]
     opened.close()
 
 
@@ -181,6 +190,7 @@ def torn_reads(tmp_path: Path, rounds: int) -> tuple[int, int, int]:
     trusted = refused = torn = 0
     deadline = time.monotonic() + 120
     while proc.is_alive() and time.monotonic() < deadline:
+        kbmod._SEEN.clear()  # every read a read of the database, not of the last one
         got = kbmod._read_unlocked(path)
         if got is None:
             refused += 1
