@@ -79,6 +79,9 @@ pub struct ServeSet {
     pub consts: Constants,
     /// Per replica: reads served and modelled seconds saved, not yet recorded.
     uses: Vec<(u64, f64)>,
+    /// The process `uses` were counted in (a forked child starts its own at zero: the
+    /// counts it inherited are its parent's to record).
+    pid: u32,
     /// One line per replica left out, for the caller to report.
     pub notes: Vec<String>,
 }
@@ -436,6 +439,7 @@ impl ServeSet {
             model,
             consts,
             uses: Vec::new(),
+            pid: std::process::id(),
             notes: Vec::new(),
         };
         for (id, kind, params, points, file, src) in rows {
@@ -547,9 +551,19 @@ impl ServeSet {
     /// Counts one read served (partly) from `replicas[i]`, saving `saved` modelled
     /// seconds.
     pub fn used(&mut self, i: usize, saved: f64) {
+        self.own_counts();
         if let Some(u) = self.uses.get_mut(i) {
             u.0 += 1;
             u.1 += saved;
+        }
+    }
+
+    /// In a forked child, the counts inherited are dropped (the parent records them).
+    fn own_counts(&mut self) {
+        let pid = std::process::id();
+        if pid != self.pid {
+            self.pid = pid;
+            self.uses.iter_mut().for_each(|u| *u = (0, 0.0));
         }
     }
 
@@ -565,6 +579,7 @@ impl ServeSet {
     /// knowledge base's record logs as a served log ([`served_log`]), which the next
     /// merge adds to the replicas' rows.
     pub fn flush(&mut self) -> Result<()> {
+        self.own_counts();
         let t = now_seconds();
         let counts: Vec<Served> = self
             .replicas
@@ -853,5 +868,65 @@ mod tests {
         .unwrap();
         assert!(!known_without_replicas(&path, "/d"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn counts_inherited_over_a_fork_are_the_parents() {
+        let dir = std::env::temp_dir().join(format!("patio-fork-{}", random_hex()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let source = dir.join("run.h5");
+        std::fs::write(&source, b"x").unwrap();
+        let replica = KbReplica {
+            id: 4,
+            kind: "transposed".into(),
+            path: dir.join("r4.h5"),
+            holds: Holds::Everything,
+            source: Map::new(),
+        };
+        let mut set = ServeSet {
+            db: Connection::open_in_memory().unwrap(),
+            source: source.clone(),
+            dset: "/d".into(),
+            version: FileVersion::of(&source).unwrap(),
+            replicas: vec![replica],
+            model: Striping::lustre(),
+            consts: Constants {
+                t_pg: 1.0,
+                t_chk: 1.0,
+                t_lat: 0.0,
+                t_dec: DEFAULT_T_DEC,
+            },
+            uses: vec![(0, 0.0)],
+            pid: std::process::id(),
+            notes: Vec::new(),
+        };
+        let records = kb_dir(&source).join("records");
+        let served = |records: &Path| -> Vec<Vec<u8>> {
+            std::fs::read_dir(records)
+                .map(|d| {
+                    d.map(|e| std::fs::read(e.unwrap().path()).unwrap())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        set.used(0, 0.5);
+        set.used(0, 0.5);
+        set.pid = set.pid.wrapping_add(1); // as in a child forked after those two reads
+        set.flush().unwrap();
+        assert!(
+            served(&records).is_empty(),
+            "the child wrote its parent's counts"
+        );
+        set.pid = set.pid.wrapping_add(1);
+        set.used(0, 0.25); // the child's own read
+        set.flush().unwrap();
+        let logs = served(&records);
+        assert_eq!(logs.len(), 1);
+        let first = &logs[0][16 + 8..];
+        assert_eq!(i64::from_le_bytes(first[..8].try_into().unwrap()), 4);
+        assert_eq!(i64::from_le_bytes(first[8..16].try_into().unwrap()), 1);
+        assert_eq!(f64::from_le_bytes(first[16..24].try_into().unwrap()), 0.25);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let _ = std::fs::remove_dir_all(kb_dir(&source));
     }
 }
