@@ -19,6 +19,7 @@ import pytest
 from h5py import h5s, h5t
 from patio.layout import h5sel
 from patio.layout.kb import KnowledgeBase, kb_dir
+from patio.layout.selection import Selection
 from test_vol import DATASETS, SHAPE, compile_c, connector_env, make_file, patterns, run, vol
 
 READS = 40
@@ -147,6 +148,25 @@ def access_rows(path: Path) -> list[tuple[object, ...]]:
     return [r[:5] for r in log_rows(path)]
 
 
+Recorded = tuple[str, Selection, int, int, str, float, float]
+
+
+def recorded_as(dset: str, reads: list[tuple[list[int], str, list[int]]]
+                ) -> tuple[list[Recorded], list[str]]:
+    """The rows patio.h5 records for ``reads`` of ``dset`` (doubles), and vol_sel.c's
+    spec lines for them."""
+    rows: list[Recorded] = []
+    lines = []
+    for mem, kind, nums in reads:
+        space = file_space(kind, nums)
+        if kind == "U":
+            mem = [int(space.get_select_npoints())]
+        rows.append((dset, h5sel.from_space(SHAPE, space, tuple(mem)),
+                     8 * int(space.get_select_npoints()), 1, "py", time.time(), 0.0))
+        lines.append(spec_line(mem, kind, nums))
+    return rows, lines
+
+
 @pytest.mark.usefixtures("layout_dir")
 def test_many_reads_reach_the_knowledge_base_in_order_as_patio_h5_records_them(
     tmp_path: Path, program: Path, env: dict[str, str]
@@ -162,14 +182,7 @@ def test_many_reads_reach_the_knowledge_base_in_order_as_patio_h5_records_them(
         pts = rng.integers(0, SHAPE, size=(8000, len(SHAPE))).ravel().tolist()
         reads.insert(at, ([8000], "P", [8000, *pts]))
     dset = DATASETS[0]
-    rows, lines = [], []
-    for mem, kind, nums in reads:
-        space = file_space(kind, nums)
-        if kind == "U":
-            mem = [int(space.get_select_npoints())]
-        sel = h5sel.from_space(SHAPE, space, tuple(mem))
-        rows.append((dset, sel, 8 * int(space.get_select_npoints()), 1, "py", time.time(), 0.0))
-        lines.append(spec_line(mem, kind, nums))
+    rows, lines = recorded_as(dset, reads)
     with KnowledgeBase(py_file) as kb:
         kb.record(rows)
     specs = tmp_path / "specs.txt"
@@ -192,14 +205,7 @@ def test_a_forked_child_records_its_own_reads_and_not_its_parents(
     KnowledgeBase(c_file).close()
     reads = random_reads(rng, 120)
     dset = DATASETS[0]
-    rows, lines = [], []
-    for mem, kind, nums in reads:
-        space = file_space(kind, nums)
-        if kind == "U":
-            mem = [int(space.get_select_npoints())]
-        rows.append((dset, h5sel.from_space(SHAPE, space, tuple(mem)),
-                     8 * int(space.get_select_npoints()), 1, "py", time.time(), 0.0))
-        lines.append(spec_line(mem, kind, nums))
+    rows, lines = recorded_as(dset, reads)
     lines.insert(60, "F")
     everything = h5s.create_simple(SHAPE)
     rows.append((dset, h5sel.from_space(SHAPE, everything, SHAPE), 8 * int(np.prod(SHAPE)), 1,
