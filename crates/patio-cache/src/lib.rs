@@ -14,6 +14,7 @@
 //! | [`memtier`] | the memory tier: the LRU of demand items beside the items groups bring ahead |
 //! | [`plain`] | the store's item region: an exact LRU of items in item-sized cells |
 //! | [`share`] | the group share: the slots segments may hold, following what groups earn |
+//! | `slots` | which slot the item region or a segment takes, and the share's bookkeeping |
 //! | [`config`] | the policy and the budgets |
 //! | `pay` | whether a file's groups earn their place |
 //! | [`core`] | the tiers, the policies, invalidation, what groups may cost |
@@ -37,6 +38,7 @@ pub mod memtier;
 mod pay;
 pub mod plain;
 pub mod share;
+mod slots;
 pub mod stats;
 pub mod store;
 pub mod stride;
