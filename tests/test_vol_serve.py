@@ -333,3 +333,22 @@ def test_a_served_log_counts_only_its_replicas_and_a_torn_one_nothing(tmp_path: 
         (row,) = kb.replicas()
         assert (row.uses, row.benefit, row.last_used) == (7, 0.75, 3000.0)
     assert not logs(f)  # merged or dropped: their writer is gone
+
+
+def test_a_file_opened_again_in_one_process_is_served_alike(
+    tmp_path: Path, programs: dict[str, Path], env: dict[str, str]
+) -> None:
+    """The second open of a file in one process makes its replica sets from what the
+    first read of the knowledge base found (the database unchanged): the same bytes,
+    the same reads served."""
+    f = make_file(tmp_path / "run.h5")
+    build_every_kind(f, "/chunked")
+    once = read_through(programs, env, f, "/chunked", tmp_path / "once.bin")
+    assert once.stderr == ""
+    first = served(f)
+    assert sum(first.values()) > 0
+    r = run(programs["vol_read"], f, "/chunked", tmp_path / "twice.bin", vol(env),
+            "--no-memsel", "--twice")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert (tmp_path / "twice.bin").read_bytes() == 2 * expected(f, "/chunked")
+    assert {k: n - first[k] for k, n in served(f).items()} == {k: 2 * n for k, n in first.items()}

@@ -1,7 +1,7 @@
 /* vol_read.c - an unmodified HDF5 program for the VOL connector's tests: reads a 3-D
  * dataset with the selections analysis codes use, each as doubles appended to OUT.
  *
- *   vol_read FILE DATASET OUT [--no-memsel]
+ *   vol_read FILE DATASET OUT [--no-memsel] [--twice]
  *
  * Reads, in order (d0 x d1 x d2 the dataset's shape, d0 >= 4, d1 >= 8, d2 >= 4):
  *   1. everything (H5S_ALL)
@@ -13,6 +13,8 @@
  *   7. (unless --no-memsel) the box [1:3, 2:5, 0:4] into the middle of a 4 x 5 x 6
  *      buffer filled with -1 (a memory hyperslab at (1, 1, 1)); the whole buffer
  *      is written.
+ * With --twice the file is opened, read as above and closed twice in one process (OUT
+ * gets both passes).
  * Exit status 1 with one line on any HDF5 failure.
  */
 #include <hdf5.h>
@@ -68,26 +70,20 @@ static void read_slab(hid_t fs, int rank, hsize_t m0, hsize_t m1, hsize_t m2)
     H5Sclose(ms);
 }
 
-int main(int argc, char **argv)
+/* Opens the file, makes the reads above and closes it. */
+static void one_pass(const char *path, const char *name, int memsel)
 {
-    if (argc < 4) {
-        fprintf(stderr, "usage: vol_read FILE DATASET OUT [--no-memsel]\n");
-        return 2;
-    }
-    int memsel = !(argc > 4 && !strcmp(argv[4], "--no-memsel"));
-    hid_t file = H5Fopen(argv[1], H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0)
         die("H5Fopen");
-    dset = H5Dopen2(file, argv[2], H5P_DEFAULT);
+    dset = H5Dopen2(file, name, H5P_DEFAULT);
     if (dset < 0)
         die("H5Dopen2");
-    if (!(out = fopen(argv[3], "wb")))
-        die("fopen");
     hid_t fs = file_space();
     if (H5Sget_simple_extent_ndims(fs) != 3 || H5Sget_simple_extent_dims(fs, d, NULL) != 3 ||
         d[0] < 4 || d[1] < 8 || d[2] < 4) {
-        fprintf(stderr, "vol_read: %s is not a 3-D dataset of at least 4 x 8 x 4\n", argv[2]);
-        return 1;
+        fprintf(stderr, "vol_read: %s is not a 3-D dataset of at least 4 x 8 x 4\n", name);
+        exit(1);
     }
 
     read_into(H5S_ALL, H5S_ALL, (size_t)(d[0] * d[1] * d[2])); /* 1 */
@@ -142,6 +138,29 @@ int main(int argc, char **argv)
     H5Dclose(dset);
     if (H5Fclose(file) < 0)
         die("H5Fclose");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: vol_read FILE DATASET OUT [--no-memsel] [--twice]\n");
+        return 2;
+    }
+    int memsel = 1, passes = 1;
+    for (int i = 4; i < argc; i++) {
+        if (!strcmp(argv[i], "--no-memsel")) {
+            memsel = 0;
+        } else if (!strcmp(argv[i], "--twice")) {
+            passes = 2;
+        } else {
+            fprintf(stderr, "vol_read: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!(out = fopen(argv[3], "wb")))
+        die("fopen");
+    for (int i = 0; i < passes; i++)
+        one_pass(argv[1], argv[2], memsel);
     if (fclose(out) != 0)
         die("fclose");
     return 0;

@@ -23,11 +23,13 @@
 //! [`BUSY_MS`], after which the reads go to the original. Opening a set reads the
 //! schema version, the replica rows and the device setting in one read transaction (the
 //! VFS takes and drops its lock directory once per transaction: a `mkdir` and `rmdir`
-//! each, milliseconds on a loaded disk). It also notes which datasets have ready
-//! replicas at all, with the database file's identity: while that identity (device,
-//! inode, size, modification and change times) stays, a dataset with none is known to
-//! have none without opening the database - a change the identity misses can only make
-//! a read go to the original, never to a replica.
+//! each, milliseconds on a loaded disk), for every dataset at once: the process keeps
+//! what it read (a snapshot: the ready replicas' rows by dataset and the device
+//! setting) with the database file's identity then - device, inode, size, modification
+//! and change times, and SQLite's file change counter, which every committed write
+//! transaction increments. While the identity stays, sets are made from the snapshot
+//! and the database is opened only to mark a replica (missing, stale, damaged, a new
+//! source version); any write to it changes the identity, and the next set reads anew.
 
 use crate::decide::{Decider, Holds, Replica};
 use crate::error::{LayoutError, Result};
@@ -40,10 +42,10 @@ use patio_core::FileVersion;
 use patio_storage::Striping;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde_json::{Map, Value};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -71,7 +73,8 @@ pub struct KbReplica {
 
 /// One dataset's replicas, ready to serve, and the knowledge base they came from.
 pub struct ServeSet {
-    db: Connection,
+    /// Opened when a replica's row is written (None: the set came from the snapshot).
+    db: Option<Connection>,
     source: PathBuf,
     pub dset: String,
     /// The source's version when the set was made (reads check it stays so).
@@ -92,11 +95,15 @@ fn kb_err(path: &Path, e: impl std::fmt::Display) -> LayoutError {
     LayoutError::Layout(format!("knowledge base {}: {e}", path.display()))
 }
 
-/// A database file's identity: device, inode, size, modification and change times (ns).
-type Identity = [i64; 5];
+/// A database file's identity: device, inode, size, modification and change times
+/// (ns), and SQLite's file change counter (header bytes 24..28).
+type Identity = [i64; 6];
 
 fn identity(path: &Path) -> Option<Identity> {
-    let m = std::fs::metadata(path).ok()?;
+    let f = File::open(path).ok()?;
+    let m = f.metadata().ok()?;
+    let mut counter = [0u8; 4];
+    f.read_exact_at(&mut counter, 24).ok()?;
     let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
     Some([
         m.dev() as i64,
@@ -104,29 +111,95 @@ fn identity(path: &Path) -> Option<Identity> {
         m.size() as i64,
         ns(m.mtime(), m.mtime_nsec()),
         ns(m.ctime(), m.ctime_nsec()),
+        i64::from(u32::from_be_bytes(counter)),
     ])
 }
 
-/// Per knowledge base read in this process: its database's identity then and the
-/// datasets that had ready replicas.
-static READY: Mutex<Vec<(PathBuf, Identity, HashSet<String>)>> = Mutex::new(Vec::new());
+type RowTuple = (i64, String, String, Option<Vec<u8>>, String, String);
+type DeviceSetting = Result<(Striping, Constants)>;
 
-/// True when the database at `path` is known, as it is now, to hold no ready replica of
-/// `dset`.
-fn known_without_replicas(path: &Path, dset: &str) -> bool {
-    let Some(now) = identity(path) else {
-        return false;
-    };
-    let ready = READY.lock().unwrap_or_else(|e| e.into_inner());
-    ready
-        .iter()
-        .any(|(p, id, dsets)| p == path && *id == now && !dsets.contains(dset))
+/// What one read of a knowledge base found, with the database's identity before it.
+#[derive(Clone)]
+struct Snapshot {
+    path: PathBuf,
+    id: Identity,
+    /// The ready replicas' rows by dataset, ascending id.
+    ready: HashMap<String, Vec<RowTuple>>,
+    /// The device setting (read when there is any ready replica).
+    device: DeviceSetting,
 }
 
-fn note_ready(path: &Path, id: Identity, dsets: HashSet<String>) {
-    let mut ready = READY.lock().unwrap_or_else(|e| e.into_inner());
-    ready.retain(|(p, ..)| p != path);
-    ready.push((path.to_path_buf(), id, dsets));
+/// This process's snapshots, one per knowledge base read.
+static SNAPSHOTS: Mutex<Vec<Snapshot>> = Mutex::new(Vec::new());
+
+/// The ready rows of `dset` and the device setting from the snapshot of the database
+/// at `path`, when it is unchanged since.
+fn from_snapshot(path: &Path, dset: &str) -> Option<(Vec<RowTuple>, DeviceSetting)> {
+    let now = identity(path)?;
+    let snaps = SNAPSHOTS.lock().unwrap_or_else(|e| e.into_inner());
+    let s = snaps.iter().find(|s| s.path == path && s.id == now)?;
+    let rows = s.ready.get(dset).cloned().unwrap_or_default();
+    Some((rows, s.device.clone()))
+}
+
+/// Reads the database at `path` (None: there is none) in one read transaction and
+/// keeps the snapshot; its connection comes back.
+fn read_snapshot(path: &Path) -> Result<Option<(Connection, Snapshot)>> {
+    let Some((db, path)) = connect(path.to_path_buf())? else {
+        return Ok(None);
+    };
+    // Taken before the reads: a change after it is seen as a change next time.
+    let before = identity(&path);
+    // Its first statement needs no schema, so the schema is loaded under the same lock
+    // (preparing a statement that needs it outside a transaction takes the lock again).
+    let tx = db.unchecked_transaction().map_err(|e| kb_err(&path, e))?;
+    db.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))
+        .map_err(|e| kb_err(&path, e))?;
+    check_schema(&db, &path)?;
+    let mut ready: HashMap<String, Vec<RowTuple>> = HashMap::new();
+    {
+        let mut q = db
+            .prepare(
+                "SELECT dset, id, kind, params, points, path, source FROM replica \
+                 WHERE state='ready' ORDER BY id",
+            )
+            .map_err(|e| kb_err(&path, e))?;
+        let rows = q
+            .query_map([], |r| {
+                let row: RowTuple = (
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                );
+                Ok((r.get::<_, String>(0)?, row))
+            })
+            .map_err(|e| kb_err(&path, e))?;
+        for r in rows {
+            let (dset, row) = r.map_err(|e| kb_err(&path, e))?;
+            ready.entry(dset).or_default().push(row);
+        }
+    }
+    let device = if ready.is_empty() {
+        Err(kb_err(&path, "no ready replica"))
+    } else {
+        device(&db, &path)
+    };
+    tx.commit().map_err(|e| kb_err(&path, e))?;
+    let snap = Snapshot {
+        path: path.clone(),
+        id: before.unwrap_or_default(),
+        ready,
+        device,
+    };
+    if before.is_some() {
+        let mut snaps = SNAPSHOTS.lock().unwrap_or_else(|e| e.into_inner());
+        snaps.retain(|s| s.path != path);
+        snaps.push(snap.clone());
+    }
+    Ok(Some((db, snap)))
 }
 
 /// The knowledge base database of `source`.
@@ -370,68 +443,29 @@ fn now_seconds() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-type RowTuple = (i64, String, String, Option<Vec<u8>>, String, String);
-
 impl ServeSet {
     /// The ready replicas of `dset` in `source`'s knowledge base (None: no knowledge
-    /// base, or no ready replica of the dataset). Replicas whose file is gone are marked `missing` and left out (a note
+    /// base, or no ready replica of the dataset), from this process's snapshot while the
+    /// database is unchanged. Replicas whose file is gone are marked `missing` and left out (a note
     /// each); those whose holdings cannot be read are left out with a note.
     pub fn open(source: &Path, dset: &str) -> Result<Option<ServeSet>> {
         let path = kb_path(source);
-        if known_without_replicas(&path, dset) {
-            return Ok(None);
-        }
-        let Some((db, path)) = connect(path)? else {
-            return Ok(None);
+        let (db, rows, device) = match from_snapshot(&path, dset) {
+            Some((rows, device)) => (None, rows, device),
+            None => match read_snapshot(&path)? {
+                Some((db, mut snap)) => {
+                    let rows = snap.ready.remove(dset).unwrap_or_default();
+                    (Some(db), rows, snap.device)
+                }
+                None => return Ok(None),
+            },
         };
-        // Taken before the reads: a change after it is seen as a change next time.
-        let before = identity(&path);
-        let version = FileVersion::of(source)
-            .map_err(|e| LayoutError::Layout(format!("{}: {e}", source.display())))?;
-        // One read transaction: the lock is taken once for the reads below. Its first
-        // statement needs no schema, so the schema is loaded inside it (preparing a
-        // statement that needs it outside a transaction takes the lock once more).
-        let tx = db.unchecked_transaction().map_err(|e| kb_err(&path, e))?;
-        db.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))
-            .map_err(|e| kb_err(&path, e))?;
-        check_schema(&db, &path)?;
-        let rows: Vec<RowTuple> = {
-            let mut q = db
-                .prepare(
-                    "SELECT id, kind, params, points, path, source FROM replica \
-                     WHERE dset=?1 AND state='ready' ORDER BY id",
-                )
-                .map_err(|e| kb_err(&path, e))?;
-            let it = q
-                .query_map(params![dset], |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                        r.get(5)?,
-                    ))
-                })
-                .map_err(|e| kb_err(&path, e))?;
-            it.collect::<std::result::Result<_, _>>()
-                .map_err(|e| kb_err(&path, e))?
-        };
-        if let Some(id) = before {
-            let mut q = db
-                .prepare("SELECT DISTINCT dset FROM replica WHERE state='ready'")
-                .map_err(|e| kb_err(&path, e))?;
-            let dsets = q
-                .query_map([], |r| r.get::<_, String>(0))
-                .and_then(|it| it.collect::<std::result::Result<HashSet<_>, _>>())
-                .map_err(|e| kb_err(&path, e))?;
-            note_ready(&path, id, dsets);
-        }
         if rows.is_empty() {
             return Ok(None);
         }
-        let (model, consts) = device(&db, &path)?;
-        tx.commit().map_err(|e| kb_err(&path, e))?;
+        let (model, consts) = device?;
+        let version = FileVersion::of(source)
+            .map_err(|e| LayoutError::Layout(format!("{}: {e}", source.display())))?;
         let mut set = ServeSet {
             db,
             source: source.to_path_buf(),
@@ -606,20 +640,36 @@ impl ServeSet {
         Ok(())
     }
 
-    /// Sets a ready replica's state (best effort: a busy knowledge base leaves it, and
-    /// the replica is left out of this process's decisions all the same).
-    fn mark(&self, id: i64, state: &str, note: &str) {
-        let _ = self.db.execute(
-            "UPDATE replica SET state=?1, note=?2 WHERE id=?3 AND state='ready'",
-            params![state, note, id],
-        );
+    /// The database, opened now when the set came from the snapshot (None: it cannot
+    /// be; writes to it are best effort).
+    fn db(&mut self) -> Option<&Connection> {
+        if self.db.is_none() {
+            self.db = connect(kb_path(&self.source))
+                .ok()
+                .flatten()
+                .map(|(db, _)| db);
+        }
+        self.db.as_ref()
     }
 
-    fn refresh(&self, id: i64, gen: &Value) {
-        let _ = self.db.execute(
-            "UPDATE replica SET source=?1 WHERE id=?2",
-            params![gen.to_string(), id],
-        );
+    /// Sets a ready replica's state (best effort: a busy knowledge base leaves it, and
+    /// the replica is left out of this process's decisions all the same).
+    fn mark(&mut self, id: i64, state: &str, note: &str) {
+        if let Some(db) = self.db() {
+            let _ = db.execute(
+                "UPDATE replica SET state=?1, note=?2 WHERE id=?3 AND state='ready'",
+                params![state, note, id],
+            );
+        }
+    }
+
+    fn refresh(&mut self, id: i64, gen: &Value) {
+        if let Some(db) = self.db() {
+            let _ = db.execute(
+                "UPDATE replica SET source=?1 WHERE id=?2",
+                params![gen.to_string(), id],
+            );
+        }
     }
 }
 

@@ -128,7 +128,7 @@ fn a_served_log_is_a_version_2_record_log_of_one_frame_and_its_end() {
 }
 
 #[test]
-fn a_dataset_without_ready_replicas_is_known_so_until_the_database_changes() {
+fn sets_come_from_the_snapshot_until_the_database_changes() {
     let dir = std::env::temp_dir().join(format!("patio-ready-{}", random_hex()));
     std::fs::create_dir_all(&dir).unwrap();
     let source = dir.join("run.h5");
@@ -145,18 +145,23 @@ fn a_dataset_without_ready_replicas_is_known_so_until_the_database_changes() {
              'ready');",
     )
     .unwrap();
-    assert!(!known_without_replicas(&path, "/d"));
+    assert!(from_snapshot(&path, "/d").is_none());
     assert!(ServeSet::open(&source, "/d").unwrap().is_none());
-    assert!(known_without_replicas(&path, "/d"));
-    assert!(!known_without_replicas(&path, "/other"));
-    // A replica of /d becomes ready: the database changed, /d is looked up again.
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    let (rows, _) = from_snapshot(&path, "/d").expect("kept while unchanged");
+    assert!(rows.is_empty());
+    let (rows, device) = from_snapshot(&path, "/other").unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(device.is_err()); // this database records no storage model
+    assert!(ServeSet::open(&source, "/other").is_err()); // as read from the database
+                                                         // A replica of /d becomes ready: the database changed, it is read anew.
     db.execute(
         "INSERT INTO replica VALUES(2, '/d', 'transposed', '{}', NULL, 'r2.h5', '{}', 'ready')",
         [],
     )
     .unwrap();
-    assert!(!known_without_replicas(&path, "/d"));
+    assert!(from_snapshot(&path, "/d").is_none());
+    assert!(ServeSet::open(&source, "/d").is_err()); // read anew: now it has one
+    assert_eq!(from_snapshot(&path, "/d").unwrap().0.len(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -174,7 +179,7 @@ fn counts_inherited_over_a_fork_are_the_parents() {
         source: Map::new(),
     };
     let mut set = ServeSet {
-        db: Connection::open_in_memory().unwrap(),
+        db: None,
         source: source.clone(),
         dset: "/d".into(),
         version: FileVersion::of(&source).unwrap(),
