@@ -167,6 +167,18 @@ def recorded_as(dset: str, reads: list[tuple[list[int], str, list[int]]]
     return rows, lines
 
 
+def record_both(program: Path, env: dict[str, str], c_file: Path, py_file: Path, dset: str,
+                rows: list[Recorded], lines: list[str]) -> None:
+    """``rows`` recorded by patio.h5 into ``py_file``'s knowledge base; vol_sel.c's
+    ``lines`` read from ``c_file`` through the connector, without a warning."""
+    with KnowledgeBase(py_file) as kb:
+        kb.record(rows)
+    specs = c_file.with_suffix(".specs")
+    specs.write_text("\n".join(lines) + "\n")
+    r = run(program, c_file, dset, c_file.with_suffix(".bin"), vol(env), str(specs))
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
 @pytest.mark.usefixtures("layout_dir")
 def test_many_reads_reach_the_knowledge_base_in_order_as_patio_h5_records_them(
     tmp_path: Path, program: Path, env: dict[str, str]
@@ -183,12 +195,7 @@ def test_many_reads_reach_the_knowledge_base_in_order_as_patio_h5_records_them(
         reads.insert(at, ([8000], "P", [8000, *pts]))
     dset = DATASETS[0]
     rows, lines = recorded_as(dset, reads)
-    with KnowledgeBase(py_file) as kb:
-        kb.record(rows)
-    specs = tmp_path / "specs.txt"
-    specs.write_text("\n".join(lines) + "\n")
-    r = run(program, c_file, dset, tmp_path / "vol.bin", vol(env), str(specs))
-    assert r.returncode == 0 and r.stderr == "", r.stderr
+    record_both(program, env, c_file, py_file, dset, rows, lines)
     got, want = access_rows(c_file), access_rows(py_file)
     assert len(got) == len(reads) == 704
     assert got == want
@@ -210,12 +217,7 @@ def test_a_forked_child_records_its_own_reads_and_not_its_parents(
     everything = h5s.create_simple(SHAPE)
     rows.append((dset, h5sel.from_space(SHAPE, everything, SHAPE), 8 * int(np.prod(SHAPE)), 1,
                  "py", time.time(), 0.0))  # the child's read, last in the reference
-    with KnowledgeBase(py_file) as kb:
-        kb.record(rows)
-    specs = tmp_path / "specs.txt"
-    specs.write_text("\n".join(lines) + "\n")
-    r = run(program, c_file, dset, tmp_path / "vol.bin", vol(env), str(specs))
-    assert r.returncode == 0 and r.stderr == "", r.stderr
+    record_both(program, env, c_file, py_file, dset, rows, lines)
     got = log_rows(c_file)
     pids = list(dict.fromkeys(row[5] for row in got))
     assert len(pids) == 2
