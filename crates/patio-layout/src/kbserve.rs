@@ -21,9 +21,11 @@
 //! VFS (a lock is the directory `kb.sqlite.lock`, atomic on every file system), rollback
 //! journal, short write transactions; a busy database makes serving wait at most
 //! [`BUSY_MS`], after which the reads go to the original. Opening a set reads the
-//! schema version, the replica rows and the device setting in one read transaction (the
-//! VFS takes and drops its lock directory once per transaction: a `mkdir` and `rmdir`
-//! each, milliseconds on a loaded disk), for every dataset at once: the process keeps
+//! schema version, the replica rows and the device setting without the lock when that
+//! read can be trusted (checked like a sequence lock, as `patio.layout.kb` reads at
+//! open: `read_unlocked`), else in one read transaction (the VFS takes and drops its
+//! lock directory once per transaction: a `mkdir` and `rmdir` each, milliseconds on a
+//! loaded disk), for every dataset at once: the process keeps
 //! what it read (a snapshot: the ready replicas' rows by dataset and the device
 //! setting) with the database file's identity then - device, inode, size, modification
 //! and change times, and SQLite's file change counter, which every committed write
@@ -142,54 +144,106 @@ fn from_snapshot(path: &Path, dset: &str) -> Option<(Vec<RowTuple>, DeviceSettin
     Some((rows, s.device.clone()))
 }
 
-/// Reads the database at `path` (None: there is none) in one read transaction and
-/// keeps the snapshot; its connection comes back.
-fn read_snapshot(path: &Path) -> Result<Option<(Connection, Snapshot)>> {
-    let Some((db, path)) = connect(path.to_path_buf())? else {
-        return Ok(None);
-    };
-    // Taken before the reads: a change after it is seen as a change next time.
-    let before = identity(&path);
-    // Its first statement needs no schema, so the schema is loaded under the same lock
-    // (preparing a statement that needs it outside a transaction takes the lock again).
-    let tx = db.unchecked_transaction().map_err(|e| kb_err(&path, e))?;
-    db.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))
-        .map_err(|e| kb_err(&path, e))?;
-    check_schema(&db, &path)?;
+/// Every dataset's ready replicas and the device setting (read when there is any ready
+/// replica), through `db`.
+fn read_all(
+    db: &Connection,
+    path: &Path,
+) -> Result<(HashMap<String, Vec<RowTuple>>, DeviceSetting)> {
+    check_schema(db, path)?;
     let mut ready: HashMap<String, Vec<RowTuple>> = HashMap::new();
-    {
-        let mut q = db
-            .prepare(
-                "SELECT dset, id, kind, params, points, path, source FROM replica \
-                 WHERE state='ready' ORDER BY id",
-            )
-            .map_err(|e| kb_err(&path, e))?;
-        let rows = q
-            .query_map([], |r| {
-                let row: RowTuple = (
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                );
-                Ok((r.get::<_, String>(0)?, row))
-            })
-            .map_err(|e| kb_err(&path, e))?;
-        for r in rows {
-            let (dset, row) = r.map_err(|e| kb_err(&path, e))?;
-            ready.entry(dset).or_default().push(row);
-        }
+    let mut q = db
+        .prepare(
+            "SELECT dset, id, kind, params, points, path, source FROM replica \
+             WHERE state='ready' ORDER BY id",
+        )
+        .map_err(|e| kb_err(path, e))?;
+    let rows = q
+        .query_map([], |r| {
+            let row: RowTuple = (
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+            );
+            Ok((r.get::<_, String>(0)?, row))
+        })
+        .map_err(|e| kb_err(path, e))?;
+    for r in rows {
+        let (dset, row) = r.map_err(|e| kb_err(path, e))?;
+        ready.entry(dset).or_default().push(row);
     }
     let device = if ready.is_empty() {
-        Err(kb_err(&path, "no ready replica"))
+        Err(kb_err(path, "no ready replica"))
     } else {
-        device(&db, &path)
+        device(db, path)
     };
-    tx.commit().map_err(|e| kb_err(&path, e))?;
+    Ok((ready, device))
+}
+
+/// Bytes 24..100 of a rollback-journal database's header (the file change counter,
+/// the page count, the schema cookie, ...) when no journal lies beside it (None: a
+/// write in progress, a killed writer's hot journal, not such a database).
+fn header_state(path: &Path) -> Option<[u8; 76]> {
+    let mut head = [0u8; 100];
+    File::open(path).ok()?.read_exact_at(&mut head, 0).ok()?;
+    let mut journal = path.as_os_str().to_owned();
+    journal.push("-journal");
+    if std::fs::symlink_metadata(&journal).is_ok()
+        || &head[..16] != b"SQLite format 3\0"
+        || head[18] != 1
+    {
+        return None;
+    }
+    head[24..].try_into().ok()
+}
+
+/// [`read_all`] without the database's lock, as `patio.layout.kb` reads it at open:
+/// like a sequence lock - the header's state read and the journal's absence checked
+/// before and after a read through a read-only connection that takes no lock (SQLite's
+/// `unix-none` VFS). In rollback-journal mode every write to the database file happens
+/// while its journal exists and every commit advances the change counter, so a write
+/// overlapping the read shows at one of the two checks. None: not trusted (any
+/// difference or SQLite error); the caller reads under the lock.
+fn read_unlocked(path: &Path) -> Option<(HashMap<String, Vec<RowTuple>>, DeviceSetting)> {
+    let before = header_state(path)?;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let db = Connection::open_with_flags_and_vfs(path, flags, c"unix-none").ok()?;
+    let found = read_all(&db, path).ok()?;
+    drop(db);
+    (header_state(path)? == before).then_some(found)
+}
+
+/// Reads the database at `path` (None: there is none) - without its lock when that
+/// read can be trusted, else in one read transaction - and keeps the snapshot; the
+/// connection comes back when one was opened with the lock.
+fn read_snapshot(path: &Path) -> Result<Option<(Option<Connection>, Snapshot)>> {
+    if !path.is_file() {
+        return Ok(None);
+    }
+    // Taken before the reads: a change after it is seen as a change next time.
+    let before = identity(path);
+    let (db, (ready, device)) = match read_unlocked(path) {
+        Some(found) => (None, found),
+        None => {
+            let Some((db, path)) = connect(path.to_path_buf())? else {
+                return Ok(None);
+            };
+            // Its first statement needs no schema, so the schema is loaded under the
+            // same lock (preparing a statement that needs it outside a transaction
+            // takes the lock again).
+            let tx = db.unchecked_transaction().map_err(|e| kb_err(&path, e))?;
+            db.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))
+                .map_err(|e| kb_err(&path, e))?;
+            let found = read_all(&db, &path)?;
+            tx.commit().map_err(|e| kb_err(&path, e))?;
+            (Some(db), found)
+        }
+    };
     let snap = Snapshot {
-        path: path.clone(),
+        path: path.to_path_buf(),
         id: before.unwrap_or_default(),
         ready,
         device,
@@ -455,7 +509,7 @@ impl ServeSet {
             None => match read_snapshot(&path)? {
                 Some((db, mut snap)) => {
                     let rows = snap.ready.remove(dset).unwrap_or_default();
-                    (Some(db), rows, snap.device)
+                    (db, rows, snap.device)
                 }
                 None => return Ok(None),
             },

@@ -224,3 +224,36 @@ fn counts_inherited_over_a_fork_are_the_parents() {
     std::fs::remove_dir_all(&dir).unwrap();
     let _ = std::fs::remove_dir_all(kb_dir(&source));
 }
+
+#[test]
+fn the_unlocked_read_is_trusted_only_without_a_journal_and_with_the_same_header() {
+    let dir = std::env::temp_dir().join(format!("patio-unlocked-{}", random_hex()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("kb.sqlite");
+    let db = Connection::open(&path).unwrap();
+    db.execute_batch(
+        "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
+         INSERT INTO meta VALUES('schema_version', '2');
+         CREATE TABLE replica(id INTEGER PRIMARY KEY, dset TEXT, kind TEXT, params TEXT,
+             points BLOB, path TEXT, source TEXT, state TEXT);
+         INSERT INTO replica VALUES(1, '/a', 'transposed', '{}', NULL, 'r1.h5', '{}', 'ready');
+         INSERT INTO replica VALUES(2, '/a', 'zorder', '{}', NULL, 'r2.h5', '{}', 'stale');",
+    )
+    .unwrap();
+    let before = header_state(&path).expect("a quiet rollback-journal database");
+    let (ready, _) = read_unlocked(&path).expect("trusted");
+    assert_eq!(ready.len(), 1);
+    assert_eq!(ready["/a"].iter().map(|r| r.0).collect::<Vec<_>>(), vec![1]);
+    // A journal beside the database: a write may be in progress.
+    let journal = dir.join("kb.sqlite-journal");
+    std::fs::write(&journal, b"").unwrap();
+    assert!(header_state(&path).is_none() && read_unlocked(&path).is_none());
+    std::fs::remove_file(&journal).unwrap();
+    // A commit advances the change counter: the header's state differs.
+    db.execute("UPDATE replica SET state='ready' WHERE id=2", [])
+        .unwrap();
+    assert_ne!(header_state(&path).unwrap(), before);
+    let (ready, _) = read_unlocked(&path).unwrap();
+    assert_eq!(ready["/a"].len(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
