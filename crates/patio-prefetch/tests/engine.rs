@@ -304,10 +304,17 @@ fn invalidated_ranges_are_read_again() {
 
 #[test]
 fn pattern_predicts_structured_workloads() {
+    // Twice the store's time between requests: a prediction is judged by being right,
+    // not by whether a loaded machine's scheduler let the fill finish before the reader
+    // came back (under a load of 7–10 the 1× gap let 0.89 of the bytes arrive in time).
+    let config = ReplayConfig {
+        compute_ratio: 2.0,
+        ..config()
+    };
     for name in ["strided", "strided-2d", "strided-3d", "deltas"] {
         let (_dir, path, w) = with_data(name, 200);
-        let none = run(&path, &w, PolicyKind::None, &config());
-        let pattern = run(&path, &w, PolicyKind::Pattern, &config());
+        let none = run(&path, &w, PolicyKind::None, &config);
+        let pattern = run(&path, &w, PolicyKind::Pattern, &config);
         check_counters(&pattern);
         let s = &pattern.stats;
         assert!(s.accuracy() >= Some(0.9), "{name}: {s:?}");
