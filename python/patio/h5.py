@@ -54,8 +54,9 @@ class _Session:
     def __init__(self, path: str, read_only: bool = False) -> None:
         self.path = os.path.abspath(path)
         self.read_only = read_only
-        #: Per dataset name, facts of its type (see :class:`Dataset`); read-only files.
-        self.facts: dict[str, tuple[bool, int]] = {}
+        #: Per dataset name, its type and shape facts (see :class:`Dataset`); only for
+        #: files opened read-only (not SWMR).
+        self.facts: dict[str, tuple[bool, int, tuple[int, ...]]] = {}
         self.run = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.records: list[tuple[Any, ...]] = []
         self.benefit: dict[int, list[float]] = {}
@@ -308,7 +309,8 @@ class File(Group):
 
     def __init__(self, path: str | os.PathLike[str], mode: str = "r", **kwargs: Any) -> None:
         f = h5py.File(path, mode, **kwargs)
-        super().__init__(f, _Session(os.fspath(path), read_only=f.mode == "r"))
+        super().__init__(f, _Session(os.fspath(path),
+                                     read_only=f.mode == "r" and not f.swmr_mode))
         self._f = f
 
     def flush(self) -> None:
@@ -334,12 +336,14 @@ class Dataset:
         self._d = dset
         self._session = session
         self._name = dset.name  # h5py asks HDF5 for it at every access
-        # (type patio leaves to h5py, item size): a dataset's type never changes, and a
-        # file opened read-only keeps its datasets, so the session remembers them for
-        # the next wrapper of the same dataset (h5py makes a new object per lookup).
+        # (type patio leaves to h5py, item size, shape): a dataset's type never changes,
+        # and a file opened read-only (not SWMR) keeps its datasets and their shapes, so
+        # the session remembers them for the next wrapper of the same dataset (h5py makes
+        # a new object per lookup, and asks HDF5 for its shape again).
         facts = session.facts.get(self._name)
         self._plain_type: bool | None = None if facts is None else facts[0]
         self._itemsize = 0 if facts is None else facts[1]
+        self._shape: tuple[int, ...] | None = None if facts is None else facts[2]
 
     # -- reading ---------------------------------------------------------------------
     def _plain(self, args: tuple[Any, ...]) -> bool:
@@ -350,9 +354,12 @@ class Dataset:
                                 or h5py.check_dtype(vlen=d.dtype) is not None)
             self._itemsize = d.dtype.itemsize
             if self._session.read_only:
-                self._session.facts[self._name] = (self._plain_type, self._itemsize)
+                self._shape = d.shape
+                self._session.facts[self._name] = (self._plain_type, self._itemsize,
+                                                   self._shape)
+        shape = self._shape if self._shape is not None else d.shape
         return (
-            self._plain_type or d.shape == () or d.size == 0
+            self._plain_type or shape == () or 0 in shape
             or any(isinstance(a, (str, h5r.RegionReference)) or a is None for a in args)
         )
 
@@ -371,7 +378,7 @@ class Dataset:
         d = self._d
         if self._plain_type is None:
             self._plain(args)
-        shape = d.shape
+        shape = self._shape if self._shape is not None else d.shape
         sel = None if self._plain_type or not shape else Selection.from_basic_index(shape, args)
         if sel is None:  # patio leaves it alone, or h5py parses it (errors, empty reads)
             return self._read_general(args)
