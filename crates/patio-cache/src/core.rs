@@ -683,10 +683,12 @@ impl Cache {
     fn plan(&self, item: Item, last: u64) -> Plan {
         let mut st = lock(&self.state);
         let group = self.cfg.policy == Policy::Group;
-        // Whether the item region holds it: a hit served otherwise is one groups earned.
-        let held = st.plain.contains(&item);
+        // A hit served by groups on an item the item region neither holds nor would
+        // hold without the share is one groups earned (a full-size LRU would miss).
+        let in_region = st.plain.entry(&item).is_some();
+        let earns = group && !st.plain.contains(&item) && !st.plain.is_ghost(&item);
         if let Some((bytes, grouped)) = st.mem_get(item) {
-            if grouped && !held {
+            if grouped && earns {
                 st.earned(1);
             }
             return Plan::Memory(bytes, grouped);
@@ -695,13 +697,13 @@ impl Cache {
             // A group's segment is read whole (the prefetch) while its file's groups
             // pay, else the item alone (from the item region if it holds it).
             let grouped = group && st.files[item.file as usize].pay.on();
-            if grouped || !held || !group {
+            if grouped || !in_region || !group {
                 let entries: Vec<Entry> = if grouped {
                     st.entries_of(slot)
                 } else {
                     vec![entry]
                 };
-                if group && !held {
+                if earns {
                     st.earned(1);
                 }
                 st.alloc.touch(slot);

@@ -294,6 +294,11 @@ impl Plain {
         }
     }
 
+    /// Whether `item` is a ghost: one a region without the group share would hold.
+    pub fn is_ghost(&self, item: &Item) -> bool {
+        self.ghost.contains_key(item)
+    }
+
     /// Whether a miss on `item` is one a region without the group share would have
     /// hit (it is forgotten as a ghost either way).
     pub fn ghost_hit(&mut self, item: &Item) -> bool {
@@ -431,7 +436,8 @@ mod tests {
         // Item 0 is still the least recently used: a new item evicts it.
         assert!(matches!(p.place(it(9)), Place::Write { .. }));
         assert!(!p.contains(&it(0)) && p.contains(&it(1)));
-        assert!(p.ghost_hit(&it(0)));
+        assert!(p.is_ghost(&it(0)) && p.ghost_hit(&it(0)));
         assert!(!p.ghost_hit(&it(0)), "a ghost is forgotten once hit");
+        assert!(!p.is_ghost(&it(0)));
     }
 }

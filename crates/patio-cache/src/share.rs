@@ -1,7 +1,8 @@
 //! The group share of the `group` policy: how many slots of the store groups may
-//! hold, following what groups earn. Both sides are counted in SOURCE requests:
-//! a lookup a group served that the item region did not hold *earned* one (a
-//! segment or an item brought ahead answered it); a miss on an item the region
+//! hold, following what groups earn. Both sides are counted in SOURCE requests,
+//! against an LRU of the whole store: a lookup a group served (a segment or an item
+//! brought ahead answered it) that the item region did not hold and would not hold
+//! without the share either *earned* one; a miss on an item the region
 //! evicted because of the share (a ghost, `plain`) and every SOURCE request made
 //! for grouping (members and strides nobody asked for yet) *cost* one. A segment's
 //! worth of net earnings grows the share by one slot, a segment's worth of net cost
