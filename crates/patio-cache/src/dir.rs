@@ -183,6 +183,11 @@ fn warm(st: &mut State, t: Table) {
         st.slot_items.insert(seg.slot, items);
         st.alloc.touch(seg.slot);
     }
+    if st.policy() == Policy::Group {
+        // The item region gets every slot the restored segments do not hold within
+        // the share.
+        st.resize_region(0);
+    }
 }
 
 fn now_ns() -> i64 {

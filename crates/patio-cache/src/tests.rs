@@ -216,6 +216,47 @@ fn a_restart_keeps_plain_slots_plain() {
     plain(Some(&first));
 }
 
+#[test]
+fn after_a_warm_start_with_segments_new_items_are_still_stored() {
+    let src = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = src.path().join("r.bin");
+    let data: Vec<u8> = (0..800_000u32).map(|i| (i % 233) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    std::thread::sleep(Duration::from_millis(1100)); // old enough for the table
+    let name = "r.bin";
+    let walk: Vec<u64> = (0..20).map(|i| (i * 7 + 3) % 48).collect();
+    {
+        let cache = opened(dir.path(), &config(Policy::Group));
+        // Pinned at its full share: the walk's groups are stored even though the
+        // region alone would hold the walk.
+        cache.state().fix_share(Some(4));
+        let r = Reader::open(&cache, src.path(), name);
+        for _ in 0..3 {
+            read_items(&r, &data, &walk, 1);
+            cache.idle_work();
+        }
+        assert!(!cache.state().slot_items.is_empty(), "segments stored");
+        // Then enough other items that every slot is taken.
+        let other: Vec<u64> = (100..150).collect();
+        read_items(&r, &data, &other, 3);
+        assert!(!cache.state().alloc.has_free());
+        drop(r);
+        cache.save().unwrap();
+    }
+    let cache = opened(dir.path(), &config(Policy::Group));
+    let r = Reader::open(&cache, src.path(), name);
+    // 24 items never read (more than memory's 16): the second pass is served by the
+    // store, so the first one put them there.
+    let fresh: Vec<u64> = (160..184).collect();
+    let demand = |s: &CacheStats| s.source_bytes - s.grouping_source_bytes;
+    read_items(&r, &data, &fresh, 2);
+    let before = demand(&cache.state().stats);
+    read_items(&r, &data, &fresh, 2);
+    assert_eq!(demand(&cache.state().stats), before);
+    drop(r);
+}
+
 /// Reads `items` through a fresh cache of `policy` as caller 1, byte-checked, and
 /// returns the counters.
 fn walk(policy: Policy, data: &[u8], items: &[u64]) -> CacheStats {
