@@ -27,11 +27,12 @@
 //! lock directory once per transaction: a `mkdir` and `rmdir` each, milliseconds on a
 //! loaded disk), for every dataset at once: the process keeps
 //! what it read (a snapshot: the ready replicas' rows by dataset and the device
-//! setting) with the database file's identity then - device, inode, size, modification
-//! and change times, and SQLite's file change counter, which every committed write
-//! transaction increments. While the identity stays, sets are made from the snapshot
-//! and the database is opened only to mark a replica (missing, stale, damaged, a new
-//! source version); any write to it changes the identity, and the next set reads anew.
+//! setting) with the database file's state then ([`kb_state`]: device, inode, size,
+//! modification and change times, and SQLite's header with the file change counter,
+//! which every committed write transaction increments). While the state stays, sets are
+//! made from the snapshot and the database is opened only to mark a replica (missing,
+//! stale, damaged, a new source version); any write to it changes the state, and the
+//! next set reads anew.
 
 use crate::decide::{Decider, Holds, Replica};
 use crate::error::{LayoutError, Result};
@@ -97,24 +98,40 @@ fn kb_err(path: &Path, e: impl std::fmt::Display) -> LayoutError {
     LayoutError::Layout(format!("knowledge base {}: {e}", path.display()))
 }
 
-/// A database file's identity: device, inode, size, modification and change times
-/// (ns), and SQLite's file change counter (header bytes 24..28).
-type Identity = [i64; 6];
-
-fn identity(path: &Path) -> Option<Identity> {
+/// What says a knowledge base file has not changed: its identity (device, inode, size,
+/// modification and change times in ns, little-endian) followed by bytes 24..100 of its
+/// header (SQLite's file change counter, page count, schema cookie, ...), when it is a
+/// rollback-journal database with no journal beside it. None: a write in progress, a
+/// killed writer's hot journal, no such database. The one rule every reader of the
+/// knowledge base applies, to trust a read made without the lock (the state equal
+/// before and after it) and to reuse what an earlier read found (the state equal now);
+/// Python's `patio.layout.kb` asks it through `patio._native.layout_kb_state`.
+pub fn kb_state(path: &Path) -> Option<Vec<u8>> {
     let f = File::open(path).ok()?;
+    let mut head = [0u8; 100];
+    f.read_exact_at(&mut head, 0).ok()?;
     let m = f.metadata().ok()?;
-    let mut counter = [0u8; 4];
-    f.read_exact_at(&mut counter, 24).ok()?;
+    let mut journal = path.as_os_str().to_owned();
+    journal.push("-journal");
+    if std::fs::symlink_metadata(&journal).is_ok()
+        || &head[..16] != b"SQLite format 3\0"
+        || head[18] != 1
+    {
+        return None;
+    }
     let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
-    Some([
+    let mut state = Vec::with_capacity(5 * 8 + 76);
+    for v in [
         m.dev() as i64,
         m.ino() as i64,
         m.size() as i64,
         ns(m.mtime(), m.mtime_nsec()),
         ns(m.ctime(), m.ctime_nsec()),
-        i64::from(u32::from_be_bytes(counter)),
-    ])
+    ] {
+        state.extend_from_slice(&v.to_le_bytes());
+    }
+    state.extend_from_slice(&head[24..]);
+    Some(state)
 }
 
 type RowTuple = (i64, String, String, Option<Vec<u8>>, String, String);
@@ -124,7 +141,7 @@ type DeviceSetting = Result<(Striping, Constants)>;
 #[derive(Clone)]
 struct Snapshot {
     path: PathBuf,
-    id: Identity,
+    id: Vec<u8>,
     /// The ready replicas' rows by dataset, ascending id.
     ready: HashMap<String, Vec<RowTuple>>,
     /// The device setting (read when there is any ready replica).
@@ -137,7 +154,7 @@ static SNAPSHOTS: Mutex<Vec<Snapshot>> = Mutex::new(Vec::new());
 /// The ready rows of `dset` and the device setting from the snapshot of the database
 /// at `path`, when it is unchanged since.
 fn from_snapshot(path: &Path, dset: &str) -> Option<(Vec<RowTuple>, DeviceSetting)> {
-    let now = identity(path)?;
+    let now = kb_state(path)?;
     let snaps = SNAPSHOTS.lock().unwrap_or_else(|e| e.into_inner());
     let s = snaps.iter().find(|s| s.path == path && s.id == now)?;
     let rows = s.ready.get(dset).cloned().unwrap_or_default();
@@ -183,23 +200,6 @@ fn read_all(
     Ok((ready, device))
 }
 
-/// Bytes 24..100 of a rollback-journal database's header (the file change counter,
-/// the page count, the schema cookie, ...) when no journal lies beside it (None: a
-/// write in progress, a killed writer's hot journal, not such a database).
-fn header_state(path: &Path) -> Option<[u8; 76]> {
-    let mut head = [0u8; 100];
-    File::open(path).ok()?.read_exact_at(&mut head, 0).ok()?;
-    let mut journal = path.as_os_str().to_owned();
-    journal.push("-journal");
-    if std::fs::symlink_metadata(&journal).is_ok()
-        || &head[..16] != b"SQLite format 3\0"
-        || head[18] != 1
-    {
-        return None;
-    }
-    head[24..].try_into().ok()
-}
-
 /// [`read_all`] without the database's lock, as `patio.layout.kb` reads it at open:
 /// like a sequence lock - the header's state read and the journal's absence checked
 /// before and after a read through a read-only connection that takes no lock (SQLite's
@@ -208,12 +208,12 @@ fn header_state(path: &Path) -> Option<[u8; 76]> {
 /// overlapping the read shows at one of the two checks. None: not trusted (any
 /// difference or SQLite error); the caller reads under the lock.
 fn read_unlocked(path: &Path) -> Option<(HashMap<String, Vec<RowTuple>>, DeviceSetting)> {
-    let before = header_state(path)?;
+    let before = kb_state(path)?;
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let db = Connection::open_with_flags_and_vfs(path, flags, c"unix-none").ok()?;
     let found = read_all(&db, path).ok()?;
     drop(db);
-    (header_state(path)? == before).then_some(found)
+    (kb_state(path)? == before).then_some(found)
 }
 
 /// Reads the database at `path` (None: there is none) - without its lock when that
@@ -224,7 +224,7 @@ fn read_snapshot(path: &Path) -> Result<Option<(Option<Connection>, Snapshot)>> 
         return Ok(None);
     }
     // Taken before the reads: a change after it is seen as a change next time.
-    let before = identity(path);
+    let before = kb_state(path);
     let (db, (ready, device)) = match read_unlocked(path) {
         Some(found) => (None, found),
         None => {
@@ -244,7 +244,7 @@ fn read_snapshot(path: &Path) -> Result<Option<(Option<Connection>, Snapshot)>> 
     };
     let snap = Snapshot {
         path: path.to_path_buf(),
-        id: before.unwrap_or_default(),
+        id: before.clone().unwrap_or_default(),
         ready,
         device,
     };

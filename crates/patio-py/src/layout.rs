@@ -259,7 +259,16 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDecider>()?;
     m.add_function(wrap_pyfunction!(layout_kb_dir, m)?)?;
     m.add_function(wrap_pyfunction!(layout_selection_json, m)?)?;
-    m.add_function(wrap_pyfunction!(layout_ints_blob, m)?)
+    m.add_function(wrap_pyfunction!(layout_ints_blob, m)?)?;
+    m.add_function(wrap_pyfunction!(layout_kb_state, m)?)
+}
+
+/// What says the knowledge base database at `path` has not changed
+/// (`patio_layout::kbserve::kb_state`: identity and SQLite header, None while a journal
+/// lies beside it) - the one rule `patio.layout.kb` and serving both apply.
+#[pyfunction]
+fn layout_kb_state<'py>(py: Python<'py>, path: PathBuf) -> Option<Bound<'py, PyBytes>> {
+    patio_layout::kbserve::kb_state(&path).map(|s| PyBytes::new(py, &s))
 }
 
 /// The directory of `source`'s knowledge base, replicas and record logs

@@ -234,21 +234,17 @@ def _connect(path: Path) -> sqlite3.Connection:
     return db
 
 
-def _header_state(path: Path) -> bytes | None:
-    """Bytes 24-99 of a rollback-journal database's header - the file change counter
-    SQLite advances at every commit, the page count, the schema cookie - when no journal
-    lies beside the database (no write is in progress); None otherwise (a WAL or
-    unfinished database, a write in progress, a killed writer's hot journal)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(100)
-        if os.path.lexists(path.with_name(path.name + "-journal")):
-            return None
-    except OSError:
-        return None
-    if len(head) < 100 or head[:16] != b"SQLite format 3\0" or head[18] != 1:
-        return None
-    return head[24:100]
+def _state(path: Path) -> bytes | None:
+    """What says the database at ``path`` has not changed - its identity (device, inode,
+    size, modification and change times) and SQLite's header (the file change counter
+    SQLite advances at every commit, the page count, the schema cookie) - when it is a
+    rollback-journal database with no journal beside it (no write in progress); None
+    otherwise. The layout core's one definition (``kbserve::kb_state``), which serving
+    applies too."""
+    from patio._native import layout_kb_state
+
+    state: bytes | None = layout_kb_state(path)
+    return state
 
 
 def _read_unlocked(path: Path) -> tuple[object, list[ReplicaRow]] | None:
@@ -258,17 +254,18 @@ def _read_unlocked(path: Path) -> tuple[object, list[ReplicaRow]] | None:
 
     The lock costs a reader ``mkdir`` and ``rmdir`` of ``kb.sqlite.lock``, and ``rmdir``
     takes milliseconds on a loaded local disk (more over NFS), which every file opened
-    through ``patio.h5`` paid. Instead, like a sequence lock: the header's state (change
-    counter included) is read, the journal's absence checked, the rows read through a
-    read-only connection that takes no lock (SQLite's ``unix-none`` VFS), the journal's
-    absence checked again and the header read again. In rollback-journal mode every
+    through ``patio.h5`` paid. Instead, like a sequence lock: the file's state
+    (:func:`_state`: identity and header, change counter included) is read, the journal's
+    absence checked, the rows read through a read-only connection that takes no lock
+    (SQLite's ``unix-none`` VFS), and the state read (and the journal's absence checked)
+    again. In rollback-journal mode every
     write to the database file happens while its journal exists, and every commit
     advances the change counter; so a write overlapping the read either left its journal
     at one of the two checks or happened wholly between them, and then changed the
     counter. Any difference, and any SQLite error (a torn page), means: read under the
     lock instead. The read-only connection cannot roll back a journal it takes for hot:
     SQLite refuses (``SQLITE_READONLY_ROLLBACK``)."""
-    before = _header_state(path)
+    before = _state(path)
     if before is None:
         return None
     seen = _SEEN.get(str(path))
@@ -288,17 +285,17 @@ def _read_unlocked(path: Path) -> tuple[object, list[ReplicaRow]] | None:
         return None
     finally:
         db.close()
-    if _header_state(path) != before:
+    if _state(path) != before:
         return None
     _SEEN[str(path)] = (before, version, rows)
     return version, [copy.copy(r) for r in rows]
 
 
-#: Per database, the last rows :func:`_read_unlocked` trusted and the header state they
-#: were read at: while the header (its change counter) is unchanged and no journal lies
-#: beside it, the database holds the same rows - SQLite validates its own page cache
-#: between connections by the same counter - so a process opening a file again reads
-#: 100 bytes instead of querying.
+#: Per database, the last rows :func:`_read_unlocked` trusted and the state (:func:`_state`)
+#: they were read at: while the state is unchanged and no journal lies beside the file,
+#: the database holds the same rows - SQLite validates its own page cache between
+#: connections by the same counter - so a process opening a file again reads its header
+#: instead of querying.
 _SEEN: dict[str, tuple[bytes, object, list[ReplicaRow]]] = {}
 
 

@@ -240,20 +240,30 @@ fn the_unlocked_read_is_trusted_only_without_a_journal_and_with_the_same_header(
          INSERT INTO replica VALUES(2, '/a', 'zorder', '{}', NULL, 'r2.h5', '{}', 'stale');",
     )
     .unwrap();
-    let before = header_state(&path).expect("a quiet rollback-journal database");
+    let before = kb_state(&path).expect("a quiet rollback-journal database");
     let (ready, _) = read_unlocked(&path).expect("trusted");
     assert_eq!(ready.len(), 1);
     assert_eq!(ready["/a"].iter().map(|r| r.0).collect::<Vec<_>>(), vec![1]);
     // A journal beside the database: a write may be in progress.
     let journal = dir.join("kb.sqlite-journal");
     std::fs::write(&journal, b"").unwrap();
-    assert!(header_state(&path).is_none() && read_unlocked(&path).is_none());
+    assert!(kb_state(&path).is_none() && read_unlocked(&path).is_none());
     std::fs::remove_file(&journal).unwrap();
     // A commit advances the change counter: the header's state differs.
     db.execute("UPDATE replica SET state='ready' WHERE id=2", [])
         .unwrap();
-    assert_ne!(header_state(&path).unwrap(), before);
+    assert_ne!(kb_state(&path).unwrap(), before);
     let (ready, _) = read_unlocked(&path).unwrap();
     assert_eq!(ready["/a"].len(), 2);
+    // The same bytes as another file (a knowledge base removed and made again): the
+    // header is the same, the state is not.
+    drop(db);
+    let now = kb_state(&path).unwrap();
+    let copy = dir.join("kb.sqlite.new");
+    std::fs::copy(&path, &copy).unwrap();
+    std::fs::rename(&copy, &path).unwrap();
+    let again = kb_state(&path).unwrap();
+    assert_eq!(again[40..], now[40..], "same header bytes");
+    assert_ne!(again, now);
     std::fs::remove_dir_all(&dir).unwrap();
 }
