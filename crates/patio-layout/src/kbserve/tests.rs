@@ -127,6 +127,27 @@ fn a_served_log_is_a_version_2_record_log_of_one_frame_and_its_end() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A knowledge base database at `path` with the tables serving reads and one transposed
+/// replica row per `(id, dataset, file, state)`.
+fn replica_db(path: &Path, replicas: &[(i64, &str, &str, &str)]) -> Connection {
+    let db = Connection::open(path).unwrap();
+    db.execute_batch(
+        "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
+         INSERT INTO meta VALUES('schema_version', '2');
+         CREATE TABLE replica(id INTEGER PRIMARY KEY, dset TEXT, kind TEXT, params TEXT,
+             points BLOB, path TEXT, source TEXT, state TEXT);",
+    )
+    .unwrap();
+    for (id, dset, file, state) in replicas {
+        db.execute(
+            "INSERT INTO replica VALUES(?1, ?2, 'transposed', '{}', NULL, ?3, '{}', ?4)",
+            rusqlite::params![id, dset, file, state],
+        )
+        .unwrap();
+    }
+    db
+}
+
 #[test]
 fn sets_come_from_the_snapshot_until_the_database_changes() {
     let dir = std::env::temp_dir().join(format!("patio-ready-{}", random_hex()));
@@ -135,16 +156,7 @@ fn sets_come_from_the_snapshot_until_the_database_changes() {
     std::fs::write(&source, b"not read here").unwrap();
     let path = kb_path(&source);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let db = Connection::open(&path).unwrap();
-    db.execute_batch(
-        "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
-         INSERT INTO meta VALUES('schema_version', '2');
-         CREATE TABLE replica(id INTEGER PRIMARY KEY, dset TEXT, kind TEXT, params TEXT,
-             points BLOB, path TEXT, source TEXT, state TEXT);
-         INSERT INTO replica VALUES(1, '/other', 'transposed', '{}', NULL, 'r1.h5', '{}',
-             'ready');",
-    )
-    .unwrap();
+    let db = replica_db(&path, &[(1, "/other", "r1.h5", "ready")]);
     assert!(from_snapshot(&path, "/d").is_none());
     assert!(ServeSet::open(&source, "/d").unwrap().is_none());
     let (rows, _) = from_snapshot(&path, "/d").expect("kept while unchanged");
@@ -153,7 +165,8 @@ fn sets_come_from_the_snapshot_until_the_database_changes() {
     assert_eq!(rows.len(), 1);
     assert!(device.is_err()); // this database records no storage model
     assert!(ServeSet::open(&source, "/other").is_err()); // as read from the database
-                                                         // A replica of /d becomes ready: the database changed, it is read anew.
+
+    // A replica of /d becomes ready: the database changed, it is read anew.
     db.execute(
         "INSERT INTO replica VALUES(2, '/d', 'transposed', '{}', NULL, 'r2.h5', '{}', 'ready')",
         [],
@@ -230,16 +243,10 @@ fn the_unlocked_read_is_trusted_only_without_a_journal_and_with_the_same_header(
     let dir = std::env::temp_dir().join(format!("patio-unlocked-{}", random_hex()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("kb.sqlite");
-    let db = Connection::open(&path).unwrap();
-    db.execute_batch(
-        "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
-         INSERT INTO meta VALUES('schema_version', '2');
-         CREATE TABLE replica(id INTEGER PRIMARY KEY, dset TEXT, kind TEXT, params TEXT,
-             points BLOB, path TEXT, source TEXT, state TEXT);
-         INSERT INTO replica VALUES(1, '/a', 'transposed', '{}', NULL, 'r1.h5', '{}', 'ready');
-         INSERT INTO replica VALUES(2, '/a', 'zorder', '{}', NULL, 'r2.h5', '{}', 'stale');",
-    )
-    .unwrap();
+    let db = replica_db(
+        &path,
+        &[(1, "/a", "r1.h5", "ready"), (2, "/a", "r2.h5", "stale")],
+    );
     let before = kb_state(&path).expect("a quiet rollback-journal database");
     let (ready, _) = read_unlocked(&path).expect("trusted");
     assert_eq!(ready.len(), 1);
