@@ -142,7 +142,7 @@ fn a_rebuilt_group_reads_nothing_cached_from_source() {
     let cache = opened(dir.path(), &config(Policy::Group));
     let r = Reader::open(&cache, src.path(), name);
     // A scattered walk of 20 items (more than memory's 16): first read in another
-    // order (so the plain slots hold them in that order), then twice as the walk.
+    // order (so the item region holds them in that order), then twice as the walk.
     let walk: Vec<u64> = (0..20).map(|i| (i * 7 + 3) % 48).collect();
     let mut first = walk.clone();
     first.sort();
@@ -326,8 +326,7 @@ fn groups_that_do_not_pay_stop_being_formed() {
     // another chance only after 1024 misses.
     assert!(group.stride_batches > 0);
     assert!(group.stride_batches < 100, "{group:?}");
-    // And the LRU inside memory still hits what lru's memory hits (the store's
-    // plain slots are replaced a segment at a time, so only memory is exact).
+    // And the LRU inside memory still hits what lru's memory hits.
     assert!(
         group.bytes_from_memory >= lru.bytes_from_memory,
         "lru {lru:?}\ngroup {group:?}"
