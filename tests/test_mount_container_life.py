@@ -262,6 +262,32 @@ def test_two_hundred_appends_keep_the_backend_bounded(base: Path, mount: Any) ->
     assert flattened(container, base / "flat") == want
 
 
+@pytest.mark.parametrize(
+    ("options", "want_logs"),
+    [((), 1), (("--no-compact",), 1), (("--no-compact", "--compact-small-log", "0"), 5)],
+)
+def test_log_takeover_follows_compact_small_log_with_or_without_compaction(
+    base: Path, mount: Any, options: tuple[str, ...], want_logs: int
+) -> None:
+    """Five processes in turn append to one file: each new writer takes over the ended
+    one's log set while it is at most --compact-small-log bytes - also under
+    --no-compact, where 0 keeps one log set per writer."""
+    m = mount(*options)
+    want = b""
+    for i in range(5):
+        line = f"writer {i}\n".encode()
+        subprocess.run(
+            [sys.executable, "-c", "import sys; open(sys.argv[1], 'ab').write(sys.argv[2].encode())",
+             str(m.mnt / "log"), line.decode()],
+            check=True,
+        )  # fmt: skip
+        want += line
+    assert (m.mnt / "log").read_bytes() == want
+    stop_and_drain(m)
+    assert logs(m.backend / "log") == want_logs, sorted(os.listdir(m.backend / "log"))
+    assert flattened(m.backend / "log", base / "flat") == want
+
+
 def test_compact_command_rewrites_what_the_mount_left(base: Path, mount: Any) -> None:
     m = mount("--no-compact")
     want = bytearray()

@@ -261,7 +261,8 @@ pub struct ContainerArgs {
     compact_min_dead: u64,
     /// Background compaction: logs whose data log is larger are not rewritten just
     /// to lower the log count (an N-1 file's per-process logs stay as written); new
-    /// writers take over ended writers' logs up to this size.
+    /// writers take over ended writers' logs up to this size (also with --no-compact;
+    /// 0: never).
     #[arg(long, value_name = "BYTES", default_value_t = Thresholds::default().small_log)]
     compact_small_log: u64,
     /// No background compaction (`patio container compact` still works).
@@ -571,6 +572,7 @@ fn container_mount(args: ContainerArgs) -> Result<()> {
             min_dead: args.compact_min_dead,
             small_log: args.compact_small_log,
         }),
+        reuse_limit: args.compact_small_log,
     };
     let what = format!("{} index, direct I/O", index.name());
     let mut notify = notifier("containers in", &req.backend, &req.mountpoint, &what);

@@ -136,6 +136,10 @@ pub struct ContainerMount {
     pub options: Vec<String>,
     /// Background compaction thresholds; `None` turns it off.
     pub compaction: Option<Thresholds>,
+    /// A new writer takes over the logs of an ended writer of the file whose data log
+    /// holds at most this many bytes (`Writer::reuse`; 0: never), with or without
+    /// compaction.
+    pub reuse_limit: u64,
 }
 
 /// What the mount did, reported when it ends (serialized: the counters, without
@@ -226,14 +230,28 @@ impl ContainerFs {
         Self::with_compaction(backend, mode, Some(Thresholds::default()))
     }
 
-    /// [`ContainerFs::new`] with the background compaction's thresholds (`None`: off).
+    /// [`ContainerFs::new`] with the background compaction's thresholds (`None`: off);
+    /// writers take over ended writers' logs up to the thresholds' (or the default)
+    /// small-log size.
     pub fn with_compaction(
         backend: PathBuf,
         mode: IndexMode,
         compaction: Option<Thresholds>,
     ) -> Self {
+        let reuse_limit = compaction.unwrap_or_default().small_log;
+        Self::with_settings(backend, mode, compaction, reuse_limit)
+    }
+
+    /// [`ContainerFs::with_compaction`] with new writers taking over ended writers' logs
+    /// of at most `reuse_limit` data bytes (0: never).
+    pub fn with_settings(
+        backend: PathBuf,
+        mode: IndexMode,
+        compaction: Option<Thresholds>,
+        reuse_limit: u64,
+    ) -> Self {
         ContainerFs {
-            shared: Arc::new(Shared::new(backend, mode, compaction)),
+            shared: Arc::new(Shared::new(backend, mode, compaction, reuse_limit)),
         }
     }
 }
@@ -274,7 +292,7 @@ pub fn run(
     let backend = check_backend(&req.backend)?;
     let mountpoint = session::check_mountpoint(&req.mountpoint, &backend)?;
     session::check_fuse()?;
-    let fs = ContainerFs::with_compaction(backend, req.index, req.compaction);
+    let fs = ContainerFs::with_settings(backend, req.index, req.compaction, req.reuse_limit);
     let shared = fs.shared.clone();
     let cfg = MountConfig {
         allow_other: req.allow_other || allow_other,

@@ -233,7 +233,12 @@ pub(super) struct Shared {
 impl Shared {
     /// The state of a new mount of `root` creating containers in index mode `mode`.
     /// `compaction`: the background compaction's thresholds (`None`: off).
-    pub(super) fn new(root: PathBuf, mode: IndexMode, compaction: Option<Thresholds>) -> Self {
+    pub(super) fn new(
+        root: PathBuf,
+        mode: IndexMode,
+        compaction: Option<Thresholds>,
+        reuse_limit: u64,
+    ) -> Self {
         Shared {
             root,
             mode,
@@ -253,7 +258,7 @@ impl Shared {
             counters: Counters::default(),
             finished: AtomicBool::new(false),
             compactor: Compactor::new(compaction),
-            reuse_limit: compaction.unwrap_or_default().small_log,
+            reuse_limit,
             thresholds: compaction,
             resting: Mutex::new(Vec::new()),
         }
