@@ -209,6 +209,14 @@ _SIMPLE_ARGS = frozenset((int, np.int64, np.int32, np.intp, slice, type(Ellipsis
 _BASIC = object()
 
 
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    """Keeps ``value`` under ``key`` in a dataset's memo of parsed reads, the oldest
+    entry dropped first once it holds ``PARSED_MEMO``."""
+    if len(memo) >= PARSED_MEMO:
+        memo.pop(next(iter(memo)))
+    memo[key] = value
+
+
 class _ArrayKey:
     """An index array's part of an arguments key: equal exactly when dtype, shape and
     every value are (the bytes compared). An integer index is hashed from a sample of
@@ -392,9 +400,7 @@ class Dataset:
                 sel, _, choice = hit
             else:
                 choice = decider.choose(sel)
-                if len(memo) >= PARSED_MEMO:
-                    memo.pop(next(iter(memo)))
-                memo[key] = (sel, None, choice)
+                _remember(memo, key, (sel, None, choice))
             arr = self._from_replica(choice)
             if arr is not None:
                 session.record(self._name, sel, int(arr.nbytes), time.time(),
@@ -435,9 +441,7 @@ class Dataset:
             sel, hsel = h5sel.select(self._d, args)  # h5py's own parser and errors
             choice = decider.choose(sel) if decider is not None and hsel.nselect else None
             if key is not None:
-                if len(memo) >= PARSED_MEMO:
-                    memo.pop(next(iter(memo)))
-                memo[key] = (sel, hsel, choice)
+                _remember(memo, key, (sel, hsel, choice))
         if hsel.nselect == 0:
             return np.zeros(hsel.array_shape, dtype=self._d.dtype)
         arr = self._from_replica(choice)
