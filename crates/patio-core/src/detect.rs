@@ -16,7 +16,9 @@
 //! constant stride nor a pattern by itself (`0, 3, 7` of `[0, (3, 4, 7)^r]`) keeps the
 //! flat unit.
 //!
-//! Cost is O(w·n): only vector lengths whose first delta recurs are extended, each
+//! Cost is O(w·n) at worst and O(n) expected on input whose deltas seldom recur
+//! (scattered indices): each delta is linked to the next equal delta within the window
+//! (one hash table per block of deltas), only those vector lengths are tried, each
 //! extension is bounded by the covered length, and the search stops once a candidate
 //! covers a whole window.
 
@@ -25,6 +27,18 @@ use crate::unit::Shape;
 
 /// Default search window: delta vectors of up to this many elements are found.
 pub const DEFAULT_WINDOW: usize = 32;
+
+/// Slots of the table that links equal deltas ([`Links`]): a power of two.
+const LINK_BITS: u32 = 10;
+const LINK_TABLE: usize = 1 << LINK_BITS;
+/// Deltas linked at a time.
+const LINK_BLOCK: usize = 1024;
+/// Positions in a row without a unit before the deltas ahead are linked (until then,
+/// and where a unit was just found, the window is scanned: structured input is mostly
+/// skipped over by its units and never linked).
+const LINK_AFTER_MISSES: usize = 16;
+/// No equal delta within the window.
+const NO_LINK: usize = usize::MAX;
 
 /// The sliding-window detector with a configurable search window.
 #[derive(Clone, Copy, Debug)]
@@ -57,28 +71,41 @@ impl Detector {
     /// opposite ends of the range) are piece boundaries.
     pub fn detect(&self, xs: &[i64]) -> Vec<Piece> {
         let mut out = Vec::new();
+        // deltas[i] = xs[i + 1] - xs[i]; where that overflows, a run ends at i + 1 (its
+        // wrapped value belongs to no run).
+        let mut ends = Vec::new();
+        let deltas: Vec<i64> = xs
+            .windows(2)
+            .enumerate()
+            .map(|(i, w)| {
+                let (d, overflow) = w[1].overflowing_sub(w[0]);
+                if overflow {
+                    ends.push(i + 1);
+                }
+                d
+            })
+            .collect();
+        ends.push(xs.len());
         let mut start = 0;
-        for i in 1..=xs.len() {
-            let boundary = i == xs.len() || xs[i].checked_sub(xs[i - 1]).is_none();
-            if boundary {
-                self.detect_run(&xs[start..i], &mut out);
-                start = i;
-            }
+        for end in ends {
+            let run_deltas = &deltas[start.min(deltas.len())..end.saturating_sub(1).max(start)];
+            self.detect_run(&xs[start..end], run_deltas, &mut out);
+            start = end;
         }
         out
     }
 
-    /// Detection over a run whose consecutive deltas all fit in `i64`.
-    fn detect_run(&self, xs: &[i64], out: &mut Vec<Piece>) {
+    /// Detection over a run whose consecutive deltas all fit in `i64` (`deltas`).
+    fn detect_run(&self, xs: &[i64], deltas: &[i64], out: &mut Vec<Piece>) {
         let n = xs.len();
         if n == 0 {
             return;
         }
-        let deltas: Vec<i64> = xs.windows(2).map(|p| p[1] - p[0]).collect();
+        let mut links = Links::new(deltas, self.window);
         let mut literal_start = 0;
         let mut p = 0;
         while p < n {
-            match self.best_unit_at(&deltas, p) {
+            match self.best_unit_at(deltas, &mut links, p) {
                 Some((k, reps)) => {
                     push_literal(out, &xs[literal_start..p]);
                     let covered_end = p + k * reps as usize; // index of the unit's last element
@@ -104,8 +131,12 @@ impl Detector {
                         p = covered_end + 1;
                     }
                     literal_start = p;
+                    links.misses = 0;
                 }
-                None => p += 1,
+                None => {
+                    links.misses += 1;
+                    p = links.candidate_from(p + 1);
+                }
             }
         }
         push_literal(out, &xs[literal_start..n]);
@@ -126,14 +157,18 @@ impl Detector {
     }
 
     /// The best `(k, reps)` for a unit starting at element `p`, if any is worth it.
-    fn best_unit_at(&self, deltas: &[i64], p: usize) -> Option<(usize, u64)> {
-        let tail = &deltas[p..];
+    /// `links` are `deltas`' for this window.
+    fn best_unit_at(&self, deltas: &[i64], links: &mut Links, p: usize) -> Option<(usize, u64)> {
+        let tail = deltas.get(p..).filter(|t| !t.is_empty())?;
         let max_k = self.window.min(tail.len() / 2);
-        let first = *tail.first()?;
         let mut best: Option<(usize, u64)> = None;
         let mut best_cover = 0usize;
-        // Only a vector length k with tail[k] == tail[0] can repeat back to back.
-        for k in (1..=max_k).filter(|&k| tail[k] == first) {
+        // Only a vector length k with tail[k] == tail[0] can repeat back to back: the
+        // positions of the deltas equal to tail[0], in increasing order.
+        let mut next = links.next(p);
+        while next != NO_LINK && next - p <= max_k {
+            let k = next - p;
+            next = links.next(next);
             // Length of the repetition: j ≥ k with tail[j] == tail[j-k].
             let matched = 1 + tail[k + 1..]
                 .iter()
@@ -153,6 +188,108 @@ impl Detector {
             }
         }
         best
+    }
+}
+
+/// For each delta, the index of the next equal delta at most `window` positions on
+/// ([`NO_LINK`] when there is none). Following the links from `p` lists, in increasing
+/// order, every `p + k` (`k ≤ window`) with `deltas[p + k] == deltas[p]`: a later equal
+/// delta more than `window` past a linked one is more than `window` past `p` too.
+///
+/// Where the detector finds units, a position's link is found by scanning the window.
+/// Once it has met [`LINK_AFTER_MISSES`] positions in a row without one (scattered
+/// values), the deltas ahead are linked a block at a time, in one backward pass (over
+/// the block and the window after it) through a small table that holds, per hash of a
+/// delta, the nearest position after the current one whose delta has that hash: when
+/// it is beyond the window no equal delta is within it; when it holds an equal delta
+/// that is the nearest one; only when it holds a different delta (a collision, rare
+/// with the table many times the window) is the rest of the window scanned. O(n) for
+/// scattered input, O(w·n) at worst.
+struct Links<'a> {
+    deltas: &'a [i64],
+    window: usize,
+    /// Per position its link, [`UNLINKED`] until its block is linked (empty until the
+    /// first block is).
+    links: Vec<usize>,
+    /// Positions in a row where the detector found no unit.
+    misses: usize,
+}
+
+/// A position whose block is not linked yet.
+const UNLINKED: usize = usize::MAX - 1;
+
+impl<'a> Links<'a> {
+    fn new(deltas: &'a [i64], window: usize) -> Self {
+        Links {
+            deltas,
+            window,
+            links: Vec::new(),
+            misses: 0,
+        }
+    }
+
+    /// The next equal delta after position `p` (< `deltas.len()`) within the window.
+    fn next(&mut self, p: usize) -> usize {
+        if self.misses >= LINK_AFTER_MISSES {
+            self.candidate_from(p);
+        }
+        match self.links.get(p) {
+            Some(&link) if link != UNLINKED => link,
+            _ => {
+                let (d, v) = (self.deltas, self.deltas[p]);
+                let last = (p + self.window).min(d.len() - 1);
+                (p + 1..=last).find(|&k| d[k] == v).unwrap_or(NO_LINK)
+            }
+        }
+    }
+
+    /// The first position from `p` on where a unit can start: `p` while the window is
+    /// scanned, else the first position linked to an equal delta (no vector length can
+    /// repeat at the others), `deltas.len()` when there is none.
+    fn candidate_from(&mut self, mut p: usize) -> usize {
+        if self.misses < LINK_AFTER_MISSES {
+            return p;
+        }
+        if self.links.is_empty() {
+            self.links = vec![UNLINKED; self.deltas.len()];
+        }
+        while p < self.deltas.len() {
+            if self.links[p] == UNLINKED {
+                self.link_block(p);
+            }
+            if self.links[p] != NO_LINK {
+                return p;
+            }
+            p += 1;
+        }
+        p
+    }
+
+    /// Links the positions from `start` to the end of its block.
+    fn link_block(&mut self, start: usize) {
+        let (deltas, window) = (self.deltas, self.window);
+        let m = deltas.len();
+        let end = (start + LINK_BLOCK).min(m);
+        let mut nearest = [NO_LINK; LINK_TABLE];
+        for i in (start..end.saturating_add(window).min(m)).rev() {
+            let v = deltas[i];
+            let slot =
+                ((v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - LINK_BITS)) as usize;
+            let j = nearest[slot];
+            nearest[slot] = i;
+            if i >= end {
+                continue;
+            }
+            self.links[i] = if j == NO_LINK || j - i > window {
+                NO_LINK
+            } else if deltas[j] == v {
+                j
+            } else {
+                // Every delta between i and j hashes elsewhere: an equal one lies past j.
+                let last = (i + window).min(m - 1);
+                (j + 1..=last).find(|&k| deltas[k] == v).unwrap_or(NO_LINK)
+            };
+        }
     }
 }
 
@@ -182,6 +319,7 @@ fn push_literal(out: &mut Vec<Piece>, values: &[i64]) {
 mod tests {
     use super::*;
     use crate::tree::expand_pieces;
+    use proptest::prelude::*;
 
     fn describe(pieces: &[Piece]) -> Vec<String> {
         pieces.iter().map(|p| p.to_string()).collect()
@@ -216,5 +354,103 @@ mod tests {
         let extremes = [i64::MIN, i64::MAX, i64::MIN, 0, 1, 2, 3];
         let pieces = d.detect(&extremes);
         assert_eq!(expand_pieces(&pieces), extremes);
+    }
+
+    /// The search before delta links: every vector length `k ≤ window` whose first
+    /// delta recurs at `k`, found by comparing each one (the reference model).
+    fn best_unit_by_scan(window: usize, deltas: &[i64], p: usize) -> Option<(usize, u64)> {
+        let tail = deltas.get(p..).filter(|t| !t.is_empty())?;
+        let max_k = window.min(tail.len() / 2);
+        let mut best = None;
+        let mut best_cover = 0usize;
+        for k in (1..=max_k).filter(|&k| tail[k] == tail[0]) {
+            let matched = 1
+                + (k + 1..tail.len())
+                    .take_while(|&j| tail[j] == tail[j - k])
+                    .count();
+            let reps = 1 + matched / k;
+            if k * (reps - 1) >= 2 && k * reps > best_cover {
+                best = Some((k, reps as u64));
+                best_cover = k * reps;
+                if best_cover >= window || best_cover == tail.len() {
+                    break;
+                }
+            }
+        }
+        best
+    }
+
+    /// Deltas from a few values (many recur), from a wide range (few do), or a mix of
+    /// runs of both; lengths across the link tables' block boundary.
+    fn deltas_strategy() -> impl Strategy<Value = Vec<i64>> {
+        prop_oneof![
+            prop::collection::vec(-3i64..4, 0..300),
+            prop::collection::vec(1i64..1_000_000, 0..300),
+            prop::collection::vec(prop_oneof![Just(7i64), 1i64..40, any::<i64>()], 0..300),
+            (1usize..4, 4000usize..4400)
+                .prop_map(|(m, n)| { (0..n as i64).map(|i| (i * 7919 % 13) * m as i64).collect() }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Links list exactly the equal deltas within the window, and the linked
+        /// search finds the scan's unit at every position.
+        #[test]
+        fn linked_search_equals_the_scan(
+            deltas in deltas_strategy(),
+            window in prop_oneof![1usize..40, 1000usize..1300],
+            first in any::<prop::sample::Index>(),
+        ) {
+            // Scanned (no misses yet) and linked in blocks (from an arbitrary first
+            // position on, then every other).
+            for misses in [0, LINK_AFTER_MISSES] {
+                let mut links = Links::new(&deltas, window);
+                links.misses = misses;
+                let start = if deltas.is_empty() { 0 } else { first.index(deltas.len()) };
+                for i in (start..deltas.len()).chain(0..start) {
+                    let j = links.next(i);
+                    let want = (i + 1..deltas.len().min(i + window + 1))
+                        .find(|&j| deltas[j] == deltas[i]);
+                    prop_assert_eq!((j != NO_LINK).then_some(j), want, "link of {}", i);
+                }
+                // Skipped positions have no equal delta within the window, hence no unit.
+                let mut links = Links::new(&deltas, window);
+                links.misses = misses;
+                for p in 0..=deltas.len() {
+                    let q = links.candidate_from(p);
+                    prop_assert!(q >= p && q <= deltas.len().max(p));
+                    for r in p..q {
+                        prop_assert!(!(r + 1..deltas.len().min(r + window + 1)).any(|j| deltas[j] == deltas[r]));
+                    }
+                }
+                let d = Detector::new(window);
+                let mut links = Links::new(&deltas, window);
+                links.misses = misses;
+                for p in 0..=deltas.len() {
+                    prop_assert_eq!(
+                        d.best_unit_at(&deltas, &mut links, p),
+                        best_unit_by_scan(window, &deltas, p),
+                        "position {}", p
+                    );
+                }
+            }
+        }
+
+        /// Sorted scattered indices (a point read's linear indices): the sequence and
+        /// its encoding give back the indices.
+        #[test]
+        fn scattered_indices_round_trip(
+            mut xs in prop::collection::vec(0i64..1 << 24, 0..3000),
+            window in prop_oneof![Just(DEFAULT_WINDOW), 1usize..40],
+        ) {
+            xs.sort_unstable();
+            xs.dedup();
+            let seq = PatternSeq::build(&xs, &Detector::new(window));
+            prop_assert_eq!(seq.expand(), xs.clone());
+            let bytes = crate::seqcodec::encode_seq(&seq);
+            prop_assert_eq!(crate::seqcodec::decode_seq(&bytes).unwrap().expand(), xs);
+        }
     }
 }
