@@ -6,7 +6,8 @@ and closing a file adds (knowledge base, record log).
 
 Each read is issued through h5py and through ``patio.h5`` back to back (the order
 alternating), and the per-read difference is summarised by its median over many reads,
-so the read itself and most of the machine's noise cancel. The load average is printed
+so the read itself and most of the machine's noise cancel. A dataset looked up again
+(``f[name]``, as the kernels read) is timed the same way. The load average is printed
 beside the figures.
 
     .venv/bin/python bench/h5_read_overhead.py [--reads N] [--json]
@@ -27,6 +28,7 @@ from typing import Any
 import h5py
 import numpy as np
 from h5py._hl.selections import PointSelection
+from patio.layout.overhead import read_pair
 
 #: (name, dataset, kernel it stands for, a function of (rng) -> index arguments)
 KINDS: list[tuple[str, str, str, Callable[[np.random.Generator], Any]]] = []
@@ -101,14 +103,7 @@ def per_read(path: str, reads: int, seed: int = 1) -> list[dict[str, Any]]:
             hd[args[0]], pd[args[0]]  # first-touch costs (imports, dtype checks) aside
             for phase, out in ((1, new), (2, again)):
                 for i, a in enumerate(args[1:] if phase == 1 else args[1:reads // 2]):
-                    pair = (hd, pd) if i % 2 else (pd, hd)
-                    t = []
-                    for d in pair:
-                        t0 = time.perf_counter()
-                        d[a]
-                        t.append(time.perf_counter() - t0)
-                    h5_t, p_t = (t[0], t[1]) if i % 2 else (t[1], t[0])
-                    out.append((h5_t, p_t))
+                    out.append(read_pair(lambda a=a, d=hd: d[a], lambda a=a, d=pd: d[a], i))
         rows.append({
             "selection": name, "kernel": kernel,
             "h5py_us": statistics.median(h for h, _ in new) * 1e6,
@@ -116,6 +111,17 @@ def per_read(path: str, reads: int, seed: int = 1) -> list[dict[str, Any]]:
             "repeat_us": statistics.median(p - h for h, p in again) * 1e6,
         })
     return rows
+
+
+def per_lookup(path: str, reps: int) -> dict[str, float]:
+    """``f[name]`` of an open file, again and again (as the kernels read): the median
+    difference, patio.h5 against h5py."""
+    import patio.h5 as ph5
+
+    with h5py.File(path) as hf, ph5.File(path) as pf:
+        pairs = [read_pair(lambda: hf["IWV"], lambda: pf["IWV"], i) for i in range(reps)]
+    return {"lookup_h5py_us": statistics.median(h for h, _ in pairs) * 1e6,
+            "lookup_us": statistics.median(p - h for h, p in pairs) * 1e6}
 
 
 def per_open(path: str, reps: int) -> dict[str, float]:
@@ -151,6 +157,7 @@ def main(argv: list[str]) -> int:
         load0 = os.getloadavg()[0]
         rows = per_read(path, a.reads)
         opened = per_open(path, a.opens)
+        opened.update(per_lookup(path, a.reads))
         load1 = os.getloadavg()[0]
     out = {"reads": a.reads, "load": [load0, load1], "per_read": rows, **opened}
     if a.json:
@@ -160,6 +167,8 @@ def main(argv: list[str]) -> int:
     for r in rows:
         print(f"{r['selection']:<24} {r['kernel']:<12} {r['h5py_us']:9.1f} {r['new_us']:9.1f} "
               f"{r['repeat_us']:11.1f}")
+    print(f"f[name] again: h5py {opened['lookup_h5py_us']:.1f} us, "
+          f"+{opened['lookup_us']:.1f} us")
     print(f"open + one read + close: +{opened['open_close_us']:.0f} us; "
           f"load {load0:.1f} -> {load1:.1f}")
     return 0

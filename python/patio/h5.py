@@ -42,6 +42,9 @@ RECORD_BATCH = 256
 #: Parsed selections and decisions remembered per dataset, keyed by the index
 #: arguments (a repeated read skips h5py's parser and the decision).
 PARSED_MEMO = 256
+#: Dataset and group wrappers kept per file opened read-only, keyed by the group and the
+#: name looked up (``f[name]`` again returns the same wrapper, without HDF5's lookup).
+WRAPPER_CACHE = 1024
 
 
 class LayoutWarning(UserWarning):
@@ -57,6 +60,10 @@ class _Session:
         #: Per dataset name, its type and shape facts (see :class:`Dataset`); only for
         #: files opened read-only (not SWMR).
         self.facts: dict[str, tuple[bool, int, tuple[int, ...]]] = {}
+        #: Per (group path, name looked up), its dataset or group wrapper; only for files
+        #: opened read-only (not SWMR), whose objects cannot change while open; None once
+        #: closed.
+        self.wrappers: dict[tuple[str, str], Any] | None = {} if read_only else None
         self.run = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.records: list[tuple[Any, ...]] = []
         self.benefit: dict[int, list[float]] = {}
@@ -192,6 +199,7 @@ class _Session:
         self.benefit.clear()
 
     def close(self) -> None:
+        self.wrappers = None
         self.flush()
         for d in self.deciders.values():
             if d is not None:
@@ -276,12 +284,27 @@ def _wrap(obj: Any, session: _Session) -> Any:
 class Group:
     """An h5py group whose datasets are :class:`Dataset` wrappers."""
 
-    def __init__(self, group: h5py.Group, session: _Session) -> None:
+    def __init__(self, group: h5py.Group, session: _Session, path: str | None = None) -> None:
         self._g = group
         self._session = session
+        self._path = path  # the group's name, asked of HDF5 when first needed
 
     def __getitem__(self, name: Any) -> Any:
-        return _wrap(self._g[name], self._session)
+        wrappers = self._session.wrappers
+        if wrappers is None or type(name) is not str:
+            return _wrap(self._g[name], self._session)
+        if self._path is None:
+            self._path = self._g.name
+        key = (self._path, name)
+        hit = wrappers.get(key)
+        if hit is not None:
+            return hit
+        obj = _wrap(self._g[name], self._session)
+        if isinstance(obj, (Dataset, Group)):
+            if len(wrappers) >= WRAPPER_CACHE:
+                wrappers.pop(next(iter(wrappers)))
+            wrappers[key] = obj
+        return obj
 
     def get(self, name: str, default: Any = None) -> Any:
         obj = self._g.get(name, default)
@@ -318,7 +341,7 @@ class File(Group):
     def __init__(self, path: str | os.PathLike[str], mode: str = "r", **kwargs: Any) -> None:
         f = h5py.File(path, mode, **kwargs)
         super().__init__(f, _Session(os.fspath(path),
-                                     read_only=f.mode == "r" and not f.swmr_mode))
+                                     read_only=f.mode == "r" and not f.swmr_mode), "/")
         self._f = f
 
     def flush(self) -> None:

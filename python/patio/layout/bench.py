@@ -27,6 +27,10 @@ each forced layout is built on its own as well. Times:
   ``patio.h5``;
 * ``overhead`` - patio's own CPU time per read (recording + decision), as a fraction of
   the modelled patio read time (``overhead_real``: of the real cold read time).
+  ``record_ms_per_read``: patio.h5 against h5py read by read on the learned draw
+  (:func:`overhead.record_overhead`: the median of paired per-read differences plus a
+  file's open, first read and close spread over the reads; ``record_open_ms`` that
+  fixed part); ``decide_ms_per_read``: the decisions timed directly in the core.
 
 ``model``: eq 3.1's prediction against the simulated time of every candidate layout for
 the thesis' eight selections (SEL0-SEL7) plus random ones: how often its cheapest pick
@@ -56,13 +60,14 @@ from . import device, h5sel, planner, replicas
 from .decide import Decider
 from .flatten import Chunked, Contiguous, flatten, merge_sorted
 from .kb import KnowledgeBase
+from .overhead import record_overhead
 from .selection import Hyperslab, Selection
 from .storage import physical_layout
 
 KERNELS = ("elements", "climate", "massspec", "ecog", "model", "overhead")
-#: Runs of a kernel's learned draw timed through h5py and through patio.h5 each (the
-#: recording column is the difference of their best times per read): the difference is
-#: tens of microseconds per read, the runs' jitter on a loaded machine milliseconds.
+#: Passes over a kernel's learned draw, each read issued through h5py and patio.h5 back
+#: to back (the recording column is the median of the per-read differences plus the
+#: fixed cost of a file's open and close, see :func:`overhead.record_overhead`).
 RECORD_REPS = 7
 
 
@@ -374,8 +379,6 @@ def run_workload(w: Workload, model: Any, layout_dir: str, real: bool = False,
     """The kernel's rows: per layout (auto and each forced one), the held-out draw
     (``held_out``: planned from ``w.learn``, measured on ``w.apply``) and the in-sample
     one (measured on ``w.learn``), on the model and, with ``real``, on the real disk."""
-    import patio.h5 as ph5
-
     kbdir = os.path.join(layout_dir, w.name)
     shutil.rmtree(kbdir, ignore_errors=True)
     os.environ["PATIO_LAYOUT_DIR"] = kbdir
@@ -383,25 +386,11 @@ def run_workload(w: Workload, model: Any, layout_dir: str, real: bool = False,
     kb = KnowledgeBase(w.path)
     kb.set_setting("device", dev)
     kb.close()
-    # Recording run (warm): patio.h5 against h5py, alternating, best of RECORD_REPS.
-    t_h5, t_rec = [], []
-    for rep in range(RECORD_REPS):
-        t0 = time.perf_counter()
-        with h5py.File(w.path) as f:
-            for a in w.learn:
-                f[w.dset][a]
-        t_h5.append(time.perf_counter() - t0)
-        os.environ["PATIO_LAYOUT"] = "on"
-        # The draw is learned once; the timing repeats record into a scratch base.
-        os.environ["PATIO_LAYOUT_DIR"] = kbdir if rep == 0 else kbdir + ".timing"
-        t0 = time.perf_counter()
-        with ph5.File(w.path) as f:
-            for a in w.learn:
-                f[w.dset][a]
-        t_rec.append(time.perf_counter() - t0)
-    os.environ["PATIO_LAYOUT_DIR"] = kbdir
+    # Recording (warm, no replica): patio.h5 against h5py read by read, RECORD_REPS
+    # passes; the first records the learned draw into the knowledge base.
+    os.environ["PATIO_LAYOUT"] = "on"
+    rec = record_overhead(w.path, w.dset, w.learn, kbdir, RECORD_REPS)
     shutil.rmtree(kbdir + ".timing", ignore_errors=True)
-    record_cpu = max(0.0, (min(t_rec) - min(t_h5)) / max(1, len(w.learn)))
     consts = costmodel.Constants.from_json(dev["constants"])
     draws = {}
     with h5py.File(w.path) as f:
@@ -416,7 +405,7 @@ def run_workload(w: Workload, model: Any, layout_dir: str, real: bool = False,
     rows = []
     try:
         for forced in ("auto",) + w.forced:
-            rows.extend(_run_layout(w, forced, model, consts, draws, record_cpu, disk))
+            rows.extend(_run_layout(w, forced, model, consts, draws, rec, disk))
     finally:
         if disk is not None:
             disk.close()
@@ -424,9 +413,10 @@ def run_workload(w: Workload, model: Any, layout_dir: str, real: bool = False,
 
 
 def _run_layout(w: Workload, forced: str, model: Any, consts: Any, draws: dict[bool, Any],
-                record_cpu: float, disk: RealDisk | None) -> list[dict[str, Any]]:
+                rec: dict[str, float], disk: RealDisk | None) -> list[dict[str, Any]]:
     import patio.h5 as ph5
 
+    record_cpu = rec["record_s"]
     kb = KnowledgeBase(w.path)
     for r in kb.replicas():
         replicas.evict(kb, r.id)
@@ -469,6 +459,7 @@ def _run_layout(w: Workload, forced: str, model: Any, consts: Any, draws: dict[b
                 "repack_s": repack, "overhead": cpu * len(sels) / patio_s if patio_s else 0.0,
                 "cpu_ms_per_read": cpu * 1e3,
                 "record_ms_per_read": record_cpu * 1e3,
+                "record_open_ms": rec["per_open_s"] * 1e3,
                 "decide_ms_per_read": decide_cpu / max(1, len(sels)) * 1e3,
                 "clients": len(sels), "replicas": len(built), "replica_bytes": rep_bytes,
                 "meta_bytes": meta_bytes, "chosen": chosen, "note": w.note,

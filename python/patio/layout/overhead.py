@@ -18,6 +18,9 @@ analysis workload read through h5py and through ``patio.h5`` in one run.
   run 1 again (``replay``) and a run with other atoms and frames drawn (``heldout``)
   are timed through h5py and ``patio.h5``, from the page cache (best of 3) and from
   the disk with the files dropped from the page cache first (``cold``).
+* :func:`record_overhead` - what recording adds to each read of a thesis kernel
+  (``patio bench layout``'s ``record_ms_per_read``), and :func:`read_pair`, the
+  alternating pair of reads it and ``bench/h5_read_overhead.py`` time.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import h5py
@@ -54,6 +58,69 @@ def md_reads(seed: int, frames: int, atoms: int) -> list[Any]:
         reads.append((slice(start, None, 2),))
         reads.append((slice(None), int(rng.integers(atoms)), slice(None)))
     return reads
+
+
+def read_pair(h5py_read: Callable[[], Any], patio_read: Callable[[], Any], i: int
+              ) -> tuple[float, float]:
+    """One read through h5py and the same through ``patio.h5``, back to back, h5py first
+    when ``i`` is odd: ``(h5py seconds, patio.h5 seconds)``."""
+    first, second = (h5py_read, patio_read) if i % 2 else (patio_read, h5py_read)
+    t0 = time.perf_counter()
+    first()
+    t1 = time.perf_counter()
+    second()
+    t2 = time.perf_counter()
+    return (t1 - t0, t2 - t1) if i % 2 else (t2 - t1, t1 - t0)
+
+
+def record_overhead(path: str, dset: str, reads: list[Any], layout_dir: str, passes: int
+                    ) -> dict[str, float]:
+    """What ``patio.h5`` (recording on, no replica) adds to reads ``f[dset][args]`` of
+    the file at ``path`` over h5py, per read. ``passes`` times, both files are opened
+    (recording into ``layout_dir`` the first time, into a scratch directory beside it
+    after), every read is issued through both back to back (:func:`read_pair`, the
+    order alternating) and the files are closed (the records' flush: encoding, the
+    record log). ``per_read_s``: the median of the per-read differences, each pass's
+    first read aside; ``per_open_s``: the median over passes of the differences of
+    opening, the first read and closing, less one ordinary read's; ``record_s``:
+    ``per_read_s + per_open_s / len(reads)``. Medians of paired differences cancel the
+    read's own time and most of a shared machine's noise."""
+    import patio.h5 as ph5
+
+    scratch = layout_dir + ".timing"
+    diffs: list[float] = []
+    fixed: list[float] = []
+    saved = os.environ.get("PATIO_LAYOUT_DIR")
+    try:
+        for n in range(passes):
+            os.environ["PATIO_LAYOUT_DIR"] = layout_dir if n == 0 else scratch
+            files: list[Any] = [None, None]
+
+            def open_h5py(files: list[Any] = files) -> None:
+                files[0] = h5py.File(path)
+
+            def open_patio(files: list[Any] = files) -> None:
+                files[1] = ph5.File(path)
+            h_open, p_open = read_pair(open_h5py, open_patio, n)
+            hf, pf = files
+            first = 0.0
+            for i, a in enumerate(reads):
+                h, p = read_pair(lambda a=a, f=hf: f[dset][a], lambda a=a, f=pf: f[dset][a], n + i)
+                if i == 0:
+                    first = p - h
+                else:
+                    diffs.append(p - h)
+            h_close, p_close = read_pair(hf.close, pf.close, n)
+            fixed.append((p_open - h_open) + first + (p_close - h_close))
+    finally:
+        if saved is None:
+            os.environ.pop("PATIO_LAYOUT_DIR", None)
+        else:
+            os.environ["PATIO_LAYOUT_DIR"] = saved
+    per_read = statistics.median(diffs) if diffs else 0.0
+    per_open = statistics.median(fixed) - per_read
+    return {"per_read_s": per_read, "per_open_s": per_open,
+            "record_s": per_read + per_open / max(1, len(reads))}
 
 
 def _median_us(fn: Any, n: int) -> float:
