@@ -13,6 +13,7 @@ the sizes of those files) and received the rest from the other ranks.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -161,3 +162,93 @@ def test_a_failing_rank_fails_every_rank(tmp_path: Path) -> None:
         "raised 0 FileNotFoundError",
         *(f"raised {r} RuntimeError" for r in range(1, RANKS)),
     ]
+
+
+ORDERED = r"""
+import json, sys, time
+import numpy as np
+from mpi4py import MPI
+import patio.mpi
+
+comm = MPI.COMM_WORLD
+rank, size = comm.rank, comm.size
+path, out = sys.argv[1], sys.argv[2]
+PART = 64 << 10
+model = ((np.arange(size * 4 * PART, dtype=np.uint64) * 2654435761) >> 13).astype(np.uint8)
+# Each rank writes 4 parts, the parts of all ranks interleaved in the logical file:
+# rank r's data log holds parts r, r+size, ...
+with patio.mpi.open(comm, path, "w") as c:
+    for i in range(4):
+        at = (i * size + rank) * PART
+        c.write_at(at, model[at:at + PART])
+
+events = []
+turns_pace = patio.mpi._Turns.pace
+def recorded(self, i, after):
+    if after:
+        events.append(("end", i, time.monotonic_ns()))
+    turns_pace(self, i, after)
+    if not after:
+        events.append(("start", i, time.monotonic_ns()))
+patio.mpi._Turns.pace = recorded
+places = []
+turns_schedule = patio.mpi._Turns.schedule
+def scheduled(self, p):
+    places.append([list(x) for x in p])
+    return turns_schedule(self, p)
+patio.mpi._Turns.schedule = scheduled
+
+rng = np.random.default_rng(rank)
+extents = []
+if rank != size - 1:  # the last rank reads nothing but still takes part
+    for _ in range(int(rng.integers(1, 12))):
+        o = int(rng.integers(0, model.size - 1))
+        extents.append((o, int(rng.integers(0, min(3 * PART, model.size - o)))))
+with patio.mpi.open(comm, path) as c:
+    got = c.read_extents_ordered(extents)
+    want = b"".join(model[o:o + n].tobytes() for o, n in extents)
+    assert got == want, rank
+    reads = c.stats()["physical_reads"]
+    # An extent past the end on one rank fails every rank, none waits forever.
+    bad = [(model.size - 10, 20)] if rank == 1 else [(0, 10)]
+    try:
+        c.read_extents_ordered(bad)
+        raised = None
+    except (ValueError, RuntimeError) as e:
+        raised = type(e).__name__
+with open(f"{out}/ordered-{rank}.json", "w") as f:
+    json.dump({"rank": rank, "events": events, "reads": reads, "raised": raised,
+               "places": places[0]}, f)
+"""
+
+
+def test_ordered_reads_go_one_at_a_time_in_container_order(tmp_path: Path) -> None:
+    """``read_extents_ordered``: every rank gets the bytes of its extents (random,
+    overlapping other ranks', one rank with none), the physical reads of all ranks
+    never overlap in time, and they start in container order (data log, offset) —
+    checked from each read's start and end on the machine's monotonic clock. An
+    extent past the end on one rank raises on every rank."""
+    pytest.importorskip("mpi4py")
+    script = tmp_path / "ordered.py"
+    script.write_text(ORDERED)
+    path = tmp_path / "ordered.patio"
+    done = subprocess.run(
+        [*mpirun(), sys.executable, str(script), str(path), str(tmp_path)],
+        capture_output=True, text=True, env=mpi_env(), timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    reports = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("ordered-*.json"))]
+    assert sorted(r["rank"] for r in reports) == list(range(RANKS))
+    spans = []
+    for r in reports:
+        starts = {i: t for kind, i, t in r["events"] if kind == "start"}
+        ends = {i: t for kind, i, t in r["events"] if kind == "end"}
+        assert sorted(starts) == sorted(ends) == list(range(r["reads"]))
+        assert len(r["places"]) == r["reads"]
+        spans += [(starts[i], ends[i], tuple(r["places"][i][:2]), r["rank"]) for i in starts]
+    spans.sort()
+    assert len(spans) >= RANKS - 1
+    for (_, end, place, _), (start, _, next_place, _) in itertools.pairwise(spans):
+        assert end <= start, spans
+        assert place <= next_place, spans
+    assert sorted(r["raised"] for r in reports) == ["RuntimeError"] * (RANKS - 1) + ["ValueError"]

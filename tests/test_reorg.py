@@ -393,12 +393,21 @@ def test_the_program_served_by_the_mpiio_layer_has_its_own_speedups() -> None:
     assert "speedup" not in row  # no reorganized_s: the library read was not measured
 
 
+def test_the_ordered_reorganized_read_has_its_own_speedups() -> None:
+    row = {"original_s": 40.0, "original_batched_s": 6.0, "collective_s": 8.0, "reorganized_s": 5.0,
+           "reorganized_ordered_s": 2.0}  # fmt: skip
+    ratios(row)
+    assert row["ordered_speedup"] == 20.0 and row["ordered_vs_collective"] == 4.0
+    assert row["ordered_vs_best"] == 3.0 and row["speedup_vs_best"] == 1.2
+
+
 def test_bench_reorg_json_has_the_acceptance_keys_on_model_and_real_storage() -> None:
     pytest.importorskip("mpi4py")
     done = patio("bench", "reorg", "--case", "ior", "--store", "ssd", "--storage", "both",
                  "--run", "held-out", "--ranks", "2", "--segments", "2", "--block-kib", "128",
                  "--transfer-kib", "32", "--mode", "original", "--mode", "original_batched",
-                 "--mode", "collective", "--mode", "reorganized", "--real-repeat", "1", "--json")  # fmt: skip
+                 "--mode", "collective", "--mode", "reorganized", "--mode", "reorganized_ordered",
+                 "--real-repeat", "1", "--json")  # fmt: skip
     rows = json.loads(done.stdout)["cases"]
     assert sorted(r["storage"] for r in rows) == ["model", "real"]
     for r in rows:
@@ -409,6 +418,7 @@ def test_bench_reorg_json_has_the_acceptance_keys_on_model_and_real_storage() ->
         assert r["plan_store_targets"] == r["targets"] == 4  # planned on the measured model
         best = min(r["original_s"], r["original_batched_s"], r["collective_s"])
         assert r["speedup_vs_best"] == pytest.approx(best / r["reorganized_s"])
+        assert r["ordered_vs_best"] == pytest.approx(best / r["reorganized_ordered_s"])
         # Two 64 KiB pieces per segment and rank: one sieved read per segment.
         assert r["original_batched_physical_reads"] < r["original_physical_reads"]
     real = next(r for r in rows if r["storage"] == "real")

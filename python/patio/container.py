@@ -91,6 +91,15 @@ def _offset(name: str, value: Any) -> int:
     return non_negative(name, value, MAX_OFFSET, "2^63-1, the largest container offset")
 
 
+def extent_pairs(extents: Any) -> list[tuple[int, int]]:
+    """``(offset, length)`` pairs checked as :meth:`Container.read_extents` takes them."""
+    pairs = []
+    for item in extents:
+        offset, length = item
+        pairs.append((_offset("offset", offset), non_negative("length", length)))
+    return pairs
+
+
 class Container:
     """One patio container opened for reading (``"r"``) or for writing by one writer
     (``"w"``, ``"a"``); see the module documentation."""
@@ -348,11 +357,7 @@ class Container:
         — a pattern made contiguous by ``patio reorg apply`` — are fetched in one read;
         ``stats()["physical_reads"]`` counts the reads issued so far."""
         reader = self._need_reader("read_extents")
-        pairs = []
-        for item in extents:
-            offset, length = item
-            pairs.append((_offset("offset", offset), non_negative("length", length)))
-        data, reads = reader.read_extents(pairs)
+        data, reads = reader.read_extents(extent_pairs(extents))
         self._extent_reads += 1
         self._physical_reads += int(reads)
         return bytes(data)

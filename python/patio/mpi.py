@@ -27,11 +27,19 @@ index log is read from the (shared) file system by one rank only.
   the other ranks' logs. :meth:`MPIContainer.stats` adds ``index_logs_read``,
   ``index_bytes_read`` (from disk by this rank) and ``index_bytes_received`` (from the
   other ranks) to the reader's figures.
-* Reads are independent after the open (any rank reads any byte).
+* Reads are independent after the open (any rank reads any byte), except
+  :meth:`MPIContainer.read_extents_ordered`: a collective ``read_extents`` whose
+  physical reads, of all ranks together, are issued one at a time in container order
+  (data log, then offset). On storage where concurrent streams make the disk seek
+  between them (a striped HDD), a reorganized file whose ranks' patterns lie one after
+  another is then read as one sequential stream, without the exchange of two-phase
+  collective I/O. The ranks pass the turn with ``send``/``recv`` of tag
+  :data:`ORDER_TAG` on ``comm``.
 
 Run it like any mpi4py program: ``mpirun -n 4 python prog.py``. ``mpi4py`` is imported
 only by the caller: any communicator with ``rank``, ``size``, ``Barrier``, ``bcast``
-and ``allgather`` (mpi4py's lowercase object methods) works.
+and ``allgather`` (mpi4py's lowercase object methods; ``send`` and ``recv`` too for
+ordered reads) works.
 """
 
 from __future__ import annotations
@@ -40,9 +48,12 @@ from typing import Any
 
 from ._args import PathArg, path_arg
 from ._native import container_list_writers, container_read_logs, container_reader_from_parts
-from .container import INDEX_MODES, MODES, Container
+from .container import INDEX_MODES, MODES, Container, extent_pairs
 
-__all__ = ["MPIContainer", "open"]
+__all__ = ["ORDER_TAG", "MPIContainer", "open"]
+
+#: The message tag of :meth:`MPIContainer.read_extents_ordered`'s turns.
+ORDER_TAG = 0x7A71
 
 
 def _collective_error(comm: Any, error: BaseException | None) -> None:
@@ -86,6 +97,37 @@ class MPIContainer(Container):
             error = e
         _collective_error(self._comm, error)
 
+    def read_extents_ordered(self, extents: Any) -> bytes:
+        """Collective :meth:`read_extents`: this rank's bytes of ``extents``, with the
+        physical reads of every rank issued one at a time in container order (data log,
+        then offset; ties by rank), each rank waiting for the turn of the read before
+        its own. Every rank must call it (with its own extents, empty included). An
+        error on any rank is raised on every rank, after the turns have gone round."""
+        reader = self._need_reader("read_extents_ordered")
+        comm = self._comm
+        error: BaseException | None = None
+        pairs: list[tuple[int, int]] = []
+        try:
+            pairs = extent_pairs(extents)
+            for offset, length in pairs:
+                if offset + length > self.size:
+                    raise ValueError(f"{self.name}: extent of {length} bytes at offset {offset} "
+                                     f"ends past the end of the file ({self.size} bytes)")  # fmt: skip
+        except Exception as e:  # noqa: BLE001 - re-raised on every rank below
+            error = e
+        _collective_error(comm, error)
+        turns = _Turns(comm)
+        data = b""
+        try:
+            data, reads = reader.read_extents_paced(pairs, turns.schedule)
+            self._extent_reads += 1
+            self._physical_reads += int(reads)
+        except Exception as e:  # noqa: BLE001
+            error = e
+        turns.finish()
+        _collective_error(comm, error)
+        return bytes(data)
+
     def stats(self) -> dict[str, Any]:
         """The reader's figures (:meth:`patio.Container.stats`) plus, for a split
         open, ``index_logs_read`` and ``index_bytes_read`` (this rank's share, from
@@ -101,6 +143,58 @@ class MPIContainer(Container):
             f"<patio.mpi.MPIContainer {state}name={self.name!r} mode={self._mode!r} "
             f"rank={self._comm.rank}/{self._comm.size}>"
         )
+
+
+class _Turns:
+    """The turns of one ordered read: every rank's physical reads in container order;
+    a read waits for the one before it (another rank's: a message) and hands on to the
+    one after it. What a rank did not hand on (a read failed) is handed on by
+    :meth:`finish`, so no other rank waits forever."""
+
+    def __init__(self, comm: Any) -> None:
+        self._comm = comm
+        self._prev: list[int | None] = []
+        self._next: list[int | None] = []
+        self._waited: list[bool] = []
+        self._passed: list[bool] = []
+        self._scheduled = False
+
+    def schedule(self, places: list[tuple[int, int, int]]) -> Any:
+        comm, rank = self._comm, self._comm.rank
+        everyone = comm.allgather([(chunk, start) for chunk, start, _end in places])
+        self._scheduled = True
+        order = sorted((chunk, start, r, i) for r, mine in enumerate(everyone) for i, (chunk, start) in enumerate(mine))
+        for k, (_, _, r, _) in enumerate(order):
+            if r != rank:
+                continue
+            before = order[k - 1][2] if k > 0 else None
+            after = order[k + 1][2] if k + 1 < len(order) else None
+            self._prev.append(None if before == rank else before)
+            self._next.append(None if after == rank else after)
+        self._waited = [False] * len(self._prev)
+        self._passed = [False] * len(self._prev)
+        return self.pace
+
+    def pace(self, i: int, after: bool) -> None:
+        if not after:
+            if self._prev[i] is not None:
+                self._comm.recv(source=self._prev[i], tag=ORDER_TAG)
+            self._waited[i] = True
+        else:
+            if self._next[i] is not None:
+                self._comm.send(None, dest=self._next[i], tag=ORDER_TAG)
+            self._passed[i] = True
+
+    def finish(self) -> None:
+        """Hands on every turn this rank has not (after a failed read); a rank that
+        failed before the schedule joins its exchange with no reads."""
+        if not self._scheduled:
+            self.schedule([])
+        for i in range(len(self._prev)):
+            if not self._waited[i]:
+                self.pace(i, False)
+            if not self._passed[i]:
+                self.pace(i, True)
 
 
 def open(

@@ -1,6 +1,8 @@
 //! `Reader::read_extents` against a byte-array model: any list of extents reads the
 //! right bytes (holes as zeros), and pieces of one data log are read together across
-//! small forward gaps (data sieving) in disk order, but not across large gaps.
+//! small forward gaps (data sieving) in disk order, but not across large gaps. A plan
+//! (`plan_extents` + `read_plan`) reads the same bytes with the same reads, in the
+//! order its places give, and calls its hook around each of them.
 
 use patio_container::reader::SIEVE_GAP;
 use patio_container::{IndexMode, Reader, Writer};
@@ -36,6 +38,26 @@ proptest! {
         let reads = r.read_extents(&ext, &mut buf).unwrap();
         prop_assert_eq!(&buf, &want);
         prop_assert!(reads <= ext.iter().filter(|e| e.1 > 0).count() as u64 * writes.len() as u64);
+
+        let plan = r.plan_extents(&ext).unwrap();
+        let places = plan.places();
+        prop_assert_eq!(plan.bytes(), want.len());
+        prop_assert_eq!(places.len() as u64, reads);
+        prop_assert!(places.windows(2).all(|w| (w[0].chunk, w[0].start) <= (w[1].chunk, w[1].start)));
+        let mut calls = Vec::new();
+        let mut again = vec![0x55u8; want.len()];
+        let n = r.read_plan(&plan, &mut again, |i, after| { calls.push((i, after)); Ok(()) }).unwrap();
+        prop_assert_eq!(n, reads);
+        prop_assert_eq!(&again, &want);
+        let expected: Vec<(usize, bool)> = (0..places.len()).flat_map(|i| [(i, false), (i, true)]).collect();
+        prop_assert_eq!(calls, expected);
+        if !places.is_empty() {
+            let stop = places.len() - 1;
+            let failed = r.read_plan(&plan, &mut again, |i, _| {
+                if i == stop { Err(patio_container::ContainerError::Invalid("stopped".into())) } else { Ok(()) }
+            });
+            prop_assert!(failed.is_err());
+        }
     }
 }
 

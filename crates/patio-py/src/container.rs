@@ -52,6 +52,8 @@ const MAX_OFFSET: u64 = i64::MAX as u64;
 enum Failure {
     Closed,
     Container(patio_container::ContainerError),
+    /// A Python callback raised (`read_extents_paced`'s pace).
+    Python(PyErr),
 }
 
 impl From<patio_container::ContainerError> for Failure {
@@ -65,6 +67,7 @@ impl Failure {
         match self {
             Failure::Closed => closed_error(),
             Failure::Container(e) => container_err(py, e),
+            Failure::Python(e) => e,
         }
     }
 }
@@ -559,6 +562,54 @@ impl PyContainerReader {
                 })
                 .map_err(|e| e.into_py(py))?;
             Ok(())
+        })?;
+        Ok((data, reads))
+    }
+
+    /// `read_extents` with its physical reads scheduled by the caller: the reads are
+    /// planned first, `schedule(places)` is called with `(chunk, start, end)` of each
+    /// of them in the order they are issued and returns `pace`; `pace(i, False)` is
+    /// called before the `i`-th read and `pace(i, True)` right after it (an exception
+    /// from either stops the read and is raised). Returns `(data, physical_reads)`.
+    fn read_extents_paced<'py>(
+        &self,
+        py: Python<'py>,
+        extents: Vec<(u64, u64)>,
+        schedule: Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyBytes>, u64)> {
+        for &(o, l) in &extents {
+            check_range(o, l)?;
+        }
+        let guard = self.reader.read().unwrap_or_else(|e| e.into_inner());
+        let reader = guard.as_ref().ok_or_else(closed_error)?;
+        let plan = py
+            .allow_threads(|| reader.plan_extents(&extents))
+            .map_err(|e| container_err(py, e))?;
+        let places: Vec<(u32, u64, u64)> = plan
+            .places()
+            .iter()
+            .map(|p| (p.chunk, p.start, p.end))
+            .collect();
+        let pace: Py<PyAny> = schedule.call1((places,))?.unbind();
+        let mut reads = 0u64;
+        let data = PyBytes::new_with(py, plan.bytes(), |out| {
+            let mut raised: Option<PyErr> = None;
+            let done = py.allow_threads(|| {
+                reader.read_plan(&plan, out, |i, after| {
+                    Python::with_gil(|py| pace.call1(py, (i, after)).map(|_| ())).map_err(|e| {
+                        raised = Some(e);
+                        patio_container::ContainerError::Invalid("stopped by its pace".into())
+                    })
+                })
+            });
+            match (done, raised) {
+                (Ok(n), _) => {
+                    reads = n;
+                    Ok(())
+                }
+                (Err(_), Some(e)) => Err(Failure::Python(e).into_py(py)),
+                (Err(e), None) => Err(container_err(py, e)),
+            }
         })?;
         Ok((data, reads))
     }

@@ -16,6 +16,9 @@ perturbation. Modes:
   extents as an ``hindexed`` type);
 * ``reorganized``: ``patio.mpi.open`` on the reorganized container and one
   ``read_extents`` of the rank's requests (one read per physical run);
+* ``reorganized_ordered``: the same container read collectively with
+  ``read_extents_ordered``: the physical reads of all ranks one at a time, in
+  container order (one sequential stream instead of one stream per rank);
 * ``reorganized_pieces``: the same container read with one ``read_at`` per request
   (an unmodified program's requests, remapped);
 * ``write_original``, ``write_collective``: the rank's bytes written to a new plain
@@ -164,13 +167,15 @@ def main(argv: list[str]) -> int:
         data, physical = _read_batched(path, extents)
     elif mode == "collective":
         data = _read_collective(path, case, rank, total, extents, bool(spec.get("perturb")))
-    elif mode in ("reorganized", "reorganized_pieces"):
+    elif mode in ("reorganized", "reorganized_ordered", "reorganized_pieces"):
         with patio.mpi.open(comm, path) as c:
             if mode == "reorganized":
                 data = c.read_extents(extents)
+            elif mode == "reorganized_ordered":
+                data = c.read_extents_ordered(extents)
             else:
                 data = b"".join(c.read_at(n, o) for o, n in extents)
-            physical = c.stats()["physical_reads"] if mode == "reorganized" else physical
+            physical = c.stats()["physical_reads"] if mode != "reorganized_pieces" else physical
     elif mode == "write_original":
         _write_original(path, extents, mine)
     elif mode == "write_collective":

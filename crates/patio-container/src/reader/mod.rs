@@ -10,13 +10,16 @@
 //!
 //! A reader is brought up to date without merging everything again (`refresh`):
 //! from the backend ([`Reader::refresh`]) or from its own process's writers
-//! ([`Reader::with_appended`]). `logs` reads the index logs.
+//! ([`Reader::with_appended`]). `logs` reads the index logs; `plan` turns logical
+//! extents into the physical reads that serve them.
 
 mod logs;
+mod plan;
 mod refresh;
 
 use self::logs::{decode_log, extend_log, load_log, parallel_map};
 pub use self::logs::{pack_logs, read_logs, unpack_logs, LogBytes};
+pub use self::plan::{ExtentPlan, RunPlace, SIEVE_GAP, SIEVE_SPAN};
 use crate::delta::Delta;
 use crate::error::{ContainerError, Result};
 use crate::global::{GlobalIndex, IndexStats};
@@ -369,104 +372,6 @@ impl Reader {
         Ok(want)
     }
 
-    /// Reads the logical `extents` `(offset, len)` one after another into `buf`
-    /// (exactly their total length), issuing one read per physical run: the pieces
-    /// are read in data-log order whatever the extents' order, and pieces that follow
-    /// each other in the same data log — a pattern stored contiguously by a
-    /// reorganization — are read together, across forward gaps of up to
-    /// [`SIEVE_GAP`] bytes (read and dropped). Returns the number of reads issued.
-    /// Holes read as zeros; an extent past the end of the file is an error.
-    pub fn read_extents(&self, extents: &[(u64, u64)], buf: &mut [u8]) -> Result<u64> {
-        let size = self.size();
-        let mut total = 0u64;
-        for &(o, l) in extents {
-            if o.checked_add(l).is_none_or(|end| end > size) {
-                return Err(ContainerError::Invalid(format!(
-                    "{}: extent of {l} bytes at offset {o} ends past the end of the file ({size} bytes)",
-                    self.dir.display()
-                )));
-            }
-            total += l;
-        }
-        if total != buf.len() as u64 {
-            return Err(ContainerError::Invalid(format!(
-                "extents hold {total} bytes, the buffer {}",
-                buf.len()
-            )));
-        }
-        // Every piece's place on disk and in `buf` (holes are zero-filled now), then
-        // the pieces in disk order, read in as few runs as the sieve allows.
-        let mut pieces: Vec<(usize, u64, usize, usize)> = Vec::new();
-        let mut done = 0usize;
-        for &(o, l) in extents {
-            let mut x = o;
-            let end = o + l;
-            while x < end {
-                let left = end - x;
-                let n = match self.lookup(x) {
-                    Lookup::Data {
-                        chunk,
-                        physical,
-                        len,
-                    } => {
-                        let n = len.min(left) as usize;
-                        pieces.push((chunk as usize, physical, done, n));
-                        n
-                    }
-                    Lookup::Hole { len } => {
-                        let n = len.min(left) as usize;
-                        buf[done..done + n].fill(0);
-                        n
-                    }
-                    Lookup::Unmapped => {
-                        buf[done..done + left as usize].fill(0);
-                        left as usize
-                    }
-                };
-                x += n as u64;
-                done += n;
-            }
-        }
-        pieces.sort_unstable_by_key(|&(chunk, physical, at, _)| (chunk, physical, at));
-        let mut run: Option<Run> = None;
-        let mut reads = 0u64;
-        for (chunk, physical, at, n) in pieces {
-            let piece = (physical, at, n);
-            match &mut run {
-                Some(r) if r.takes(chunk, piece) => r.push(piece),
-                _ => {
-                    if let Some(r) = run.take() {
-                        self.read_run(r, buf)?;
-                        reads += 1;
-                    }
-                    run = Some(Run::new(chunk, piece));
-                }
-            }
-        }
-        if let Some(r) = run {
-            self.read_run(r, buf)?;
-            reads += 1;
-        }
-        Ok(reads)
-    }
-
-    /// One read of a run: straight into `buf` when its pieces are contiguous on disk
-    /// and in `buf`, else the whole span into a scratch buffer, scattered.
-    fn read_run(&self, run: Run, buf: &mut [u8]) -> Result<()> {
-        let (p0, b0, _) = run.pieces[0];
-        if run.direct {
-            let len = (run.end - p0) as usize;
-            return self.read_data(run.chunk, p0, &mut buf[b0..b0 + len]);
-        }
-        let mut scratch = vec![0u8; (run.end - run.start) as usize];
-        self.read_data(run.chunk, run.start, &mut scratch)?;
-        for (p, b, n) in run.pieces {
-            let at = (p - run.start) as usize;
-            buf[b..b + n].copy_from_slice(&scratch[at..at + n]);
-        }
-        Ok(())
-    }
-
     /// Reads `out.len()` bytes of chunk `chunk`'s data log from `physical`.
     pub(crate) fn read_data(&self, chunk: usize, physical: u64, out: &mut [u8]) -> Result<()> {
         let path = layout::data_path(&self.dir, &self.writers[chunk].name);
@@ -494,62 +399,6 @@ impl Reader {
             }
         }
         Ok(())
-    }
-}
-
-/// Forward gaps of up to this many bytes between the pieces a `read_extents` call
-/// needs from one data log are read through and dropped instead of starting another
-/// read (data sieving, as MPI-IO libraries do for independent non-contiguous reads): a
-/// pattern read with requests a little smaller than planned stays one read.
-pub const SIEVE_GAP: u64 = 256 << 10;
-/// The most bytes one sieved read spans.
-pub const SIEVE_SPAN: u64 = 16 << 20;
-
-/// Pieces of one data log read together: `(physical, buffer position, length)`.
-struct Run {
-    chunk: usize,
-    start: u64,
-    end: u64,
-    /// The pieces so far continue each other on disk and in the caller's buffer: one
-    /// read straight into it.
-    direct: bool,
-    pieces: Vec<(u64, usize, usize)>,
-}
-
-impl Run {
-    fn new(chunk: usize, piece: (u64, usize, usize)) -> Self {
-        Run {
-            chunk,
-            start: piece.0,
-            end: piece.0 + piece.2 as u64,
-            direct: true,
-            pieces: vec![piece],
-        }
-    }
-
-    /// Whether `piece` of `chunk` joins this read: same log, forward, a gap of at most
-    /// [`SIEVE_GAP`]. A read that goes through a scratch buffer (gaps on disk, or
-    /// pieces out of order in the caller's buffer) spans at most [`SIEVE_SPAN`] bytes;
-    /// one that lands straight in the caller's buffer any.
-    fn takes(&self, chunk: usize, piece: (u64, usize, usize)) -> bool {
-        let (physical, _, len) = piece;
-        if chunk != self.chunk || physical < self.end || physical - self.end > SIEVE_GAP {
-            return false;
-        }
-        (self.direct && self.continued_by(piece))
-            || physical + len as u64 - self.start <= SIEVE_SPAN
-    }
-
-    /// `piece` starts where the last one ended, on disk and in the caller's buffer.
-    fn continued_by(&self, piece: (u64, usize, usize)) -> bool {
-        let (_, b, n) = *self.pieces.last().expect("a run has a piece");
-        piece.0 == self.end && piece.1 == b + n
-    }
-
-    fn push(&mut self, piece: (u64, usize, usize)) {
-        self.direct &= self.continued_by(piece);
-        self.end = piece.0 + piece.2 as u64;
-        self.pieces.push(piece);
     }
 }
 
