@@ -183,20 +183,20 @@ with patio.mpi.open(comm, path, "w") as c:
         c.write_at(at, model[at:at + PART])
 
 events = []
-turns_pace = patio.mpi._Turns.pace
+turns_pace = patio.mpi.Turns.pace
 def recorded(self, i, after):
     if after:
         events.append(("end", i, time.monotonic_ns()))
     turns_pace(self, i, after)
     if not after:
         events.append(("start", i, time.monotonic_ns()))
-patio.mpi._Turns.pace = recorded
+patio.mpi.Turns.pace = recorded
 places = []
-turns_schedule = patio.mpi._Turns.schedule
+turns_schedule = patio.mpi.Turns.schedule
 def scheduled(self, p):
     places.append([list(x) for x in p])
     return turns_schedule(self, p)
-patio.mpi._Turns.schedule = scheduled
+patio.mpi.Turns.schedule = scheduled
 
 rng = np.random.default_rng(rank)
 extents = []

@@ -16,6 +16,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import patio as patio_lib
 import pytest
@@ -399,6 +400,26 @@ def test_the_ordered_reorganized_read_has_its_own_speedups() -> None:
     ratios(row)
     assert row["ordered_speedup"] == 20.0 and row["ordered_vs_collective"] == 4.0
     assert row["ordered_vs_best"] == 3.0 and row["speedup_vs_best"] == 1.2
+    # The original read in the same order is one of the original methods.
+    row["original_ordered_s"] = 3.0
+    ratios(row)
+    assert row["best_original"] == "original_ordered" and row["ordered_vs_best"] == 1.5
+
+
+def test_sieved_reads_are_paced_in_their_order() -> None:
+    data = bytes(range(256)) * 4096
+    extents = [(5000, 100), (0, 10), (900_000, 50), (5100, 20)]
+    calls: list[tuple[int, bool]] = []
+    places: list[list[tuple[int, int, int]]] = []
+
+    def schedule(p: list[tuple[int, int, int]]) -> Any:
+        places.append(p)
+        return lambda i, after: calls.append((i, after))
+
+    got, reads = sieve.read(extents, lambda o, n: data[o : o + n], schedule=schedule)
+    assert got == b"".join(data[o : o + n] for o, n in extents)
+    assert places == [[(0, 0, 5120), (0, 900_000, 900_050)]] and reads == 2
+    assert calls == [(0, False), (0, True), (1, False), (1, True)]
 
 
 def test_bench_reorg_json_has_the_acceptance_keys_on_model_and_real_storage() -> None:
@@ -406,7 +427,7 @@ def test_bench_reorg_json_has_the_acceptance_keys_on_model_and_real_storage() ->
     done = patio("bench", "reorg", "--case", "ior", "--store", "ssd", "--storage", "both",
                  "--run", "held-out", "--ranks", "2", "--segments", "2", "--block-kib", "128",
                  "--transfer-kib", "32", "--mode", "original", "--mode", "original_batched",
-                 "--mode", "collective", "--mode", "reorganized", "--mode", "reorganized_ordered",
+                 "--mode", "collective", "--mode", "reorganized", "--mode", "reorganized_ordered", "--mode", "original_ordered",
                  "--real-repeat", "1", "--json")  # fmt: skip
     rows = json.loads(done.stdout)["cases"]
     assert sorted(r["storage"] for r in rows) == ["model", "real"]
@@ -416,7 +437,7 @@ def test_bench_reorg_json_has_the_acceptance_keys_on_model_and_real_storage() ->
             assert key in r, key
         assert r["held_out"] is True and r["plan_ranks"] == 4 and r["ranks"] == 2
         assert r["plan_store_targets"] == r["targets"] == 4  # planned on the measured model
-        best = min(r["original_s"], r["original_batched_s"], r["collective_s"])
+        best = min(r["original_s"], r["original_batched_s"], r["original_ordered_s"], r["collective_s"])
         assert r["speedup_vs_best"] == pytest.approx(best / r["reorganized_s"])
         assert r["ordered_vs_best"] == pytest.approx(best / r["reorganized_ordered_s"])
         # Two 64 KiB pieces per segment and rank: one sieved read per segment.

@@ -50,7 +50,7 @@ from ._args import PathArg, path_arg
 from ._native import container_list_writers, container_read_logs, container_reader_from_parts
 from .container import INDEX_MODES, MODES, Container, extent_pairs
 
-__all__ = ["ORDER_TAG", "MPIContainer", "open"]
+__all__ = ["ORDER_TAG", "MPIContainer", "Turns", "open"]
 
 #: The message tag of :meth:`MPIContainer.read_extents_ordered`'s turns.
 ORDER_TAG = 0x7A71
@@ -116,7 +116,7 @@ class MPIContainer(Container):
         except Exception as e:  # noqa: BLE001 - re-raised on every rank below
             error = e
         _collective_error(comm, error)
-        turns = _Turns(comm)
+        turns = Turns(comm)
         data = b""
         try:
             data, reads = reader.read_extents_paced(pairs, turns.schedule)
@@ -145,11 +145,16 @@ class MPIContainer(Container):
         )
 
 
-class _Turns:
-    """The turns of one ordered read: every rank's physical reads in container order;
-    a read waits for the one before it (another rank's: a message) and hands on to the
-    one after it. What a rank did not hand on (a read failed) is handed on by
-    :meth:`finish`, so no other rank waits forever."""
+class Turns:
+    """The turns of one ordered read (collective over ``comm``): every rank's physical
+    reads in the order of their places ``(file or data log, start, end)``, ties by
+    rank; a read waits for the one before it (another rank's: a message) and hands on
+    to the one after it. :meth:`schedule` takes this rank's places, in the order it
+    will read them, and returns the ``pace(i, after)`` to call before and after its
+    ``i``-th read; :meth:`finish` (always, also after an error) hands on what this rank
+    did not, so no other rank waits forever. Used by
+    :meth:`MPIContainer.read_extents_ordered` and, on plain files, by
+    :func:`patio.reorg.sieve.read`'s ``schedule``."""
 
     def __init__(self, comm: Any) -> None:
         self._comm = comm

@@ -11,6 +11,9 @@ perturbation. Modes:
   data sieving (:mod:`patio.reorg.sieve`: pieces in offset order, forward gaps up to
   256 KiB read through), one independent ``Read_at`` per sieved run — what ROMIO's data
   sieving does for independent non-contiguous reads;
+* ``original_ordered``: the same sieved reads, the physical reads of all ranks one
+  at a time in file order (``patio.mpi.Turns``, as ``reorganized_ordered`` reads the
+  container) — the control that tells the order's gain from the layout's;
 * ``collective``: the rank's bytes as an MPI file view and one ``Read_at_all`` (the
   library's two-phase collective I/O; with a perturbation, the view is the perturbed
   extents as an ``hindexed`` type);
@@ -73,6 +76,23 @@ def _read_batched(path: str, extents: list[tuple[int, int]]) -> tuple[bytes, int
 
         return sieve.read(extents, pread)
     finally:
+        fh.Close()
+
+
+def _read_batched_ordered(path: str, extents: list[tuple[int, int]]) -> tuple[bytes, int]:
+    comm = MPI.COMM_WORLD
+    fh = MPI.File.Open(comm, path, MPI.MODE_RDONLY)
+    turns = patio.mpi.Turns(comm)
+    try:
+
+        def pread(o: int, n: int) -> bytes:
+            buf = bytearray(n)
+            fh.Read_at(o, buf)
+            return bytes(buf)
+
+        return sieve.read(extents, pread, schedule=turns.schedule)
+    finally:
+        turns.finish()
         fh.Close()
 
 
@@ -165,6 +185,8 @@ def main(argv: list[str]) -> int:
         data = _read_original(path, extents)
     elif mode == "original_batched":
         data, physical = _read_batched(path, extents)
+    elif mode == "original_ordered":
+        data, physical = _read_batched_ordered(path, extents)
     elif mode == "collective":
         data = _read_collective(path, case, rank, total, extents, bool(spec.get("perturb")))
     elif mode in ("reorganized", "reorganized_ordered", "reorganized_pieces"):

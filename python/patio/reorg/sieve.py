@@ -63,13 +63,22 @@ def runs(extents: list[tuple[int, int]], gap: int = SIEVE_GAP, span: int = SIEVE
 
 
 def read(extents: list[tuple[int, int]], pread: Callable[[int, int], bytes],
-         gap: int = SIEVE_GAP, span: int = SIEVE_SPAN) -> tuple[bytes, int]:  # fmt: skip
+         gap: int = SIEVE_GAP, span: int = SIEVE_SPAN,
+         schedule: Callable[[list[tuple[int, int, int]]], Callable[[int, bool], None]] | None = None,
+         ) -> tuple[bytes, int]:  # fmt: skip
     """``(the extents' bytes in request order, reads issued)``, read by runs with
-    ``pread(offset, length)``."""
+    ``pread(offset, length)``. ``schedule`` (e.g. :meth:`patio.mpi.Turns.schedule`)
+    gets the runs' places ``(0, start, end)`` and returns ``pace(i, after)``, called
+    before and after the ``i``-th read."""
     buf = bytearray(sum(n for _, n in extents))
     done = runs(extents, gap, span)
-    for r in done:
+    pace = schedule([(0, r.start, r.end) for r in done]) if schedule else None
+    for i, r in enumerate(done):
+        if pace:
+            pace(i, False)
         data = pread(r.start, r.end - r.start)
+        if pace:
+            pace(i, True)
         if len(data) != r.end - r.start:
             raise OSError(f"short read: {len(data)} of {r.end - r.start} bytes at offset {r.start}")
         for o, b, n in r.pieces:
