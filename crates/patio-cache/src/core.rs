@@ -353,28 +353,18 @@ impl State {
     }
 
     /// Planned groups not stored whole in one segment slot, at most `n`, whose
-    /// items' files are open.
+    /// items' files are open and whose build would save SOURCE requests against an
+    /// LRU of the whole store.
     pub fn unstored_groups(&self, n: usize) -> Vec<Vec<Item>> {
         self.groups
             .iter()
             .filter(|g| self.slot_of(g).is_none())
             .filter(|g| g.iter().all(|i| self.files[i.file as usize].data.is_some()))
             .filter(|g| self.groups_pay(g))
+            .filter(|g| self.build_saves(g, None))
             .take(n)
             .cloned()
             .collect()
-    }
-
-    /// The SOURCE requests building `group`'s segment makes: its members no tier
-    /// holds, one request per run of consecutive ones.
-    pub(crate) fn source_runs(&self, group: &[Item]) -> u64 {
-        let mut absent: Vec<Item> = group.iter().filter(|i| !self.holds(i)).copied().collect();
-        absent.sort();
-        absent
-            .windows(2)
-            .filter(|w| w[1].file != w[0].file || w[1].index != w[0].index + 1)
-            .count() as u64
-            + !absent.is_empty() as u64
     }
 
     /// At most the grouping I/O of building `group`'s segment (items of `item`
@@ -729,6 +719,7 @@ impl Cache {
             if let Some(&g) = st.plan.get(&item) {
                 let group = &st.groups[g];
                 if st.groups_pay(group)
+                    && st.build_saves(group, Some(item))
                     && st.grouping_affords(st.fill_cost(group, self.cfg.item))
                     && st.segment_room()
                 {

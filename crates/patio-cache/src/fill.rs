@@ -7,7 +7,7 @@
 
 use crate::core::{lock, Cache, Policy};
 use crate::graph::Item;
-use crate::stride::{near_periods, periods};
+use crate::stride::{gap, near_periods, periods, run_ahead};
 use crate::table::Entry;
 use patio_prefetch::DataFile;
 use std::collections::{BTreeMap, HashMap};
@@ -197,10 +197,14 @@ impl Cache {
 
     /// Caller `pid` read items `span` of `file` (of `size` bytes, checked at
     /// `epoch`): if its stream is strided with periods near one another
-    /// ([`near_periods`]) and its next period is not held, the next periods nobody
-    /// holds are read from SOURCE (contiguous ones in one request, in
+    /// ([`near_periods`]) and its next period has items worth bringing (nobody holds
+    /// them and an LRU of the whole store would miss them, `worth`), the next
+    /// periods' such items are read from SOURCE (contiguous ones in one request, in
     /// file order) — while the file's groups pay and grouping I/O stays within its
-    /// cap — and put in memory ahead of demand (the store gets them when used).
+    /// cap — and put in memory ahead of demand (the store gets them when used). If
+    /// another caller holds an item of the gap the stream skips, the run of items
+    /// after the span, gaps included, comes ahead instead (at most the ahead share
+    /// of memory).
     pub(crate) fn stride_ahead(
         &self,
         pid: u32,
@@ -224,14 +228,25 @@ impl Cache {
             let next = periods(span.0, span.1, stride, 1, items);
             if !st.share.on()
                 || !st.files[file as usize].pay.on()
-                || next.iter().all(|&i| st.holds(&it(i)))
+                || !next.iter().any(|&i| st.worth_bringing(&it(i)))
             {
                 return Ok(());
             }
             let depth = st.ahead_items(b) / (span.1 - span.0 + 1);
-            let mut want: Vec<u64> = periods(span.0, span.1, stride, depth, items)
+            // Other callers read the gap this stream skips: together the callers read
+            // the file in order, so the items after the span come ahead as one run
+            // (the periods alone would be a request each, out of that order).
+            let together = gap(span.0, span.1, stride, items).any(|i| st.holds(&it(i)));
+            let ahead = if together {
+                let all = st.ahead_items(b) * st.strides.active().max(1) as u64;
+                let len = (stride.unsigned_abs() * depth.max(1)).min(all);
+                run_ahead(span.0, span.1, stride, len, items)
+            } else {
+                periods(span.0, span.1, stride, depth, items)
+            };
+            let mut want: Vec<u64> = ahead
                 .into_iter()
-                .filter(|&i| !(span.0..=span.1).contains(&i) && !st.holds(&it(i)))
+                .filter(|&i| !(span.0..=span.1).contains(&i) && st.worth_bringing(&it(i)))
                 .collect();
             want.sort_unstable();
             want.dedup();

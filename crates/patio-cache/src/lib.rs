@@ -17,6 +17,7 @@
 //! | `slots` | which slot the item region or a segment takes, and the share's bookkeeping |
 //! | [`config`] | the policy and the budgets |
 //! | `pay` | whether a file's groups earn their place |
+//! | `worth` | whether a segment build or a read ahead saves SOURCE requests against an LRU of the whole store |
 //! | [`core`] | the tiers, the policies, invalidation, what groups may cost |
 //! | `fill` | the fill paths that touch the segment store |
 //! | [`files`] | the source files served: registration, checks before reads, changes |
@@ -48,6 +49,7 @@ pub mod table;
 pub mod test_support;
 #[cfg(test)]
 mod tests;
+mod worth;
 
 pub use crate::config::{CacheConfig, Policy};
 pub use crate::core::{Cache, State};

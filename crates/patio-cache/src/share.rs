@@ -6,7 +6,13 @@
 //! evicted because of the share (a ghost, `plain`) and every SOURCE request made
 //! for grouping (members and strides nobody asked for yet) *cost* one. A segment's
 //! worth of net earnings grows the share by one slot, a segment's worth of net cost
-//! shrinks it by one. At zero no group is formed, built or brought ahead, and the
+//! shrinks it by one. Ghost misses in a row, with nothing earned between them, weigh
+//! more and more (the n-th one n requests, up to a segment's worth): a share that
+//! only costs — the working set fits the store and an LRU of the store would hit
+//! it all, or a new phase of the readers that groups do not serve — is given up
+//! within a few dozen misses, a slot per miss, rather than a segment's worth of
+//! misses per slot, while a share whose groups keep earning between its ghost misses
+//! pays one request per miss. At zero no group is formed, built or brought ahead, and the
 //! item region has the whole store: `group` is then `lru`. After a while at zero
 //! (misses worth four stores) groups get one slot again to show what they earn.
 //!
@@ -29,6 +35,8 @@ pub struct Share {
     balance: i64,
     bound: i64,
     fixed: bool,
+    /// Ghost misses since groups last earned, at most `per`.
+    streak: i64,
     misses_at_zero: u64,
     retry_after: u64,
 }
@@ -45,6 +53,7 @@ impl Share {
             balance: 0,
             bound: pages.max(1) as i64,
             fixed: false,
+            streak: 0,
             misses_at_zero: 0,
             retry_after: RETRY_PER_ITEM * pages.max(1) as u64,
         }
@@ -85,6 +94,9 @@ impl Share {
 
     /// Groups earned `n` SOURCE requests. Returns whether the share changed.
     pub fn earned(&mut self, n: u64) -> bool {
+        if n > 0 {
+            self.streak = 0;
+        }
         self.credit = self.credit.saturating_add(n as i64);
         self.balance = (self.balance + n as i64).min(self.bound);
         self.step()
@@ -94,6 +106,17 @@ impl Share {
     pub fn cost(&mut self, n: u64) -> bool {
         self.credit = self.credit.saturating_sub(n as i64);
         self.balance = (self.balance - n as i64).max(-self.bound);
+        self.step()
+    }
+
+    /// A lookup missed an item the item region evicted because of the share (a
+    /// ghost): one SOURCE request against the balance, and against the share the
+    /// number of ghost misses since groups last earned (at most a segment's worth).
+    /// Returns whether the share changed.
+    pub fn ghost_missed(&mut self) -> bool {
+        self.streak = (self.streak + 1).min(self.per);
+        self.balance = (self.balance - 1).max(-self.bound);
+        self.credit = self.credit.saturating_sub(self.streak);
         self.step()
     }
 
@@ -172,6 +195,45 @@ mod tests {
         assert!(!s.affords(1) && s.affords(0));
         s.earned(1000);
         assert!(s.affords(24) && !s.affords(25), "the balance is bounded");
+    }
+
+    #[test]
+    fn ghost_misses_in_a_row_give_the_share_up_fast() {
+        // A share of 8 slots of 16 items: a segment's worth of net cost per slot
+        // would take 128 ghost misses to reach zero.
+        let mut s = Share::new(8, 16, 256);
+        let mut misses = 0;
+        while s.on() {
+            s.ghost_missed();
+            misses += 1;
+            assert!(misses <= 128, "never gave up");
+        }
+        // The n-th miss in a row costs n: 6 misses for the first slot (1 + … + 6 =
+        // 21), then ever faster, a slot per miss from the 16th on.
+        assert!(misses <= 30, "{misses} ghost misses to give up 8 slots");
+        // The balance counts requests, not the weights: one per miss.
+        assert!(!s.affords(1));
+        s.earned(misses as u64);
+        assert!(s.affords(0) && !s.affords(1));
+    }
+
+    #[test]
+    fn ghost_misses_between_earnings_cost_one_each() {
+        let mut s = Share::new(8, 16, 256);
+        for _ in 0..100 {
+            s.ghost_missed();
+            s.ghost_missed();
+            s.earned(1);
+        }
+        // Two ghost misses in a row (weights 1 + 2) against one request earned, 100
+        // times: a net weight of 200, twelve slots' worth.
+        assert_eq!(s.slots(), 0);
+        let mut t = Share::new(8, 16, 256);
+        for _ in 0..100 {
+            t.ghost_missed();
+            t.earned(1);
+        }
+        assert_eq!(t.slots(), 8, "one ghost miss per request earned is level");
     }
 
     #[test]

@@ -52,8 +52,8 @@ impl State {
             return;
         }
         for i in items {
-            if self.plain.ghost_hit(&i) {
-                self.cost(1);
+            if self.plain.ghost_hit(&i) && self.share.ghost_missed() {
+                self.share_changed();
             }
             if self.share.missed() {
                 self.share_changed();

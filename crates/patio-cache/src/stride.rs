@@ -3,7 +3,10 @@
 //! recognised after four requests (three equal strides), and the next periods of its
 //! stream — the request's span shifted by one, two, … strides — form a group brought
 //! ahead of demand at once, without waiting for the stream to repeat, when they lie
-//! near one another ([`near_periods`]).
+//! near one another ([`near_periods`]). When other callers read the gap a stream
+//! skips (interleaved views, the rows of tiles side by side), the callers read the
+//! file in order together: the items after the span, gaps included, come ahead as
+//! one run ([`gap`], [`run_ahead`]).
 
 use std::collections::HashMap;
 
@@ -94,6 +97,29 @@ pub fn periods(first: u64, last: u64, stride: i64, depth: u64, items: u64) -> Ve
     out
 }
 
+/// Items the stream reading items `first..=last` at `stride` skips before its next
+/// period (the gap between the span and that period), within `0..items`.
+pub fn gap(first: u64, last: u64, stride: i64, items: u64) -> std::ops::Range<u64> {
+    let span = last - first + 1;
+    if stride > 0 {
+        let end = (first + stride as u64).min(items);
+        (last + 1).min(end)..end
+    } else {
+        let start = (first as i64 + stride + span as i64).max(0) as u64;
+        start.min(first)..first
+    }
+}
+
+/// The `n` items after the span `first..=last` in the direction of `stride`
+/// (gaps and periods alike), within `0..items`, nearest first.
+pub fn run_ahead(first: u64, last: u64, stride: i64, n: u64, items: u64) -> Vec<u64> {
+    if stride > 0 {
+        (last + 1..last.saturating_add(1 + n).min(items)).collect()
+    } else {
+        (first.saturating_sub(n)..first).rev().collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +158,18 @@ mod tests {
         assert!(!near_periods(0, 0, 25, 64 * kib));
         // A wider span narrows the gap.
         assert!(near_periods(0, 8, 25, 64 * kib));
+    }
+
+    #[test]
+    fn the_gap_lies_between_the_span_and_its_next_period() {
+        assert_eq!(gap(4, 4, 4, 100), 5..8);
+        assert_eq!(gap(4, 5, 2, 100), 6..6, "contiguous periods: no gap");
+        assert_eq!(gap(8, 8, -4, 100), 5..8);
+        assert_eq!(gap(2, 2, -4, 100), 0..2, "cut at the file's start");
+        assert_eq!(gap(98, 98, 4, 100), 99..100, "cut at its end");
+        assert_eq!(run_ahead(4, 5, 3, 4, 100), vec![6, 7, 8, 9]);
+        assert_eq!(run_ahead(4, 5, -3, 3, 100), vec![3, 2, 1]);
+        assert_eq!(run_ahead(97, 97, 2, 5, 100), vec![98, 99]);
     }
 
     #[test]

@@ -131,63 +131,95 @@ fn group_caches_what_it_reads_like_lru() {
     }
 }
 
+/// `n` distinct items of `0..within` in a shuffled order (no stride in it).
+fn shuffled(seed: u64, n: usize, within: u64) -> Vec<u64> {
+    let mut rng = Rng::new(seed);
+    let mut all: Vec<u64> = (0..within).collect();
+    for i in (1..all.len()).rev() {
+        all.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    all.truncate(n);
+    all
+}
+
 #[test]
-fn a_rebuilt_group_reads_nothing_cached_from_source() {
+fn a_group_built_on_a_miss_reads_nothing_cached_from_source() {
     let src = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = src.path().join("w.bin");
-    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 241) as u8).collect();
+    let data: Vec<u8> = (0..800_000u32).map(|i| (i % 241) as u8).collect();
     std::fs::write(&path, &data).unwrap();
     let name = "w.bin";
     let cache = opened(dir.path(), &config(Policy::Group));
     let r = Reader::open(&cache, src.path(), name);
-    // A scattered walk of 20 items (more than memory's 16): first read in another
-    // order (so the item region holds them in that order), then twice as the walk.
-    let walk: Vec<u64> = (0..20).map(|i| (i * 7 + 3) % 48).collect();
-    let mut first = walk.clone();
-    first.sort();
-    read_items(&r, &data, &first, 2);
+    // A walk of 20 items read twice forms groups; then 56 other items push all but
+    // its last 8 out of what an LRU of the store (64 items) would hold.
+    let walk = shuffled(7, 20, 48);
     for _ in 0..2 {
         read_items(&r, &data, &walk, 1);
     }
+    let other: Vec<u64> = shuffled(9, 56, 56).iter().map(|i| 100 + i).collect();
+    read_items(&r, &data, &other, 2);
+    let held: Vec<u64> = {
+        let st = cache.state();
+        walk.iter()
+            .copied()
+            .filter(|&i| st.holds(&crate::Item { file: 0, index: i }))
+            .collect()
+    };
+    assert_eq!(held.len(), 8, "{held:?}");
+    // Another caller reads those 8 again: the most recent items, not the first to
+    // leave when a segment takes a slot of the item region.
+    read_items(&r, &data, &held, 3);
     let before = cache.state().stats.clone();
-    assert!(
-        !cache.state().unstored_groups(usize::MAX).is_empty()
-            || cache.state().graph.pending_changes() > 0
-    );
-    cache.idle_work();
-    let mid = cache.state().stats.clone();
-    assert_eq!(mid.source_bytes, before.source_bytes, "nothing from SOURCE");
-    assert_eq!(mid.grouping_source_bytes, before.grouping_source_bytes);
-    assert!(
-        mid.segment_write_bytes > before.segment_write_bytes,
-        "groups written"
-    );
-    assert!(
-        mid.grouping_local_bytes > before.grouping_local_bytes,
-        "members moved locally"
-    );
-    assert!(
-        mid.segment_read_bytes > before.segment_read_bytes,
-        "members beyond memory read back from the store"
-    );
-    // Nothing changed: the next idle period writes nothing.
-    cache.idle_work();
-    let last = cache.state().stats.clone();
-    assert_eq!(last.segment_write_bytes, mid.segment_write_bytes);
-    assert!(cache.state().unstored_groups(usize::MAX).is_empty());
-    // And the walk is now served by groups, still byte-exact.
+    // The walk again: its first miss builds the group's segment from SOURCE for the
+    // members nobody holds and from the store for the rest; every item is read from
+    // SOURCE at most once.
     read_items(&r, &data, &walk, 1);
-    let end = cache.state().stats.clone();
-    // (A strided stretch of the walk may bring its next period ahead; that is
-    // grouping I/O, not a read of anything cached.)
+    let after = cache.state().stats.clone();
+    assert_eq!(after.stride_batches, 0, "no stride in the walk");
     assert_eq!(
-        end.source_bytes - end.grouping_source_bytes,
-        mid.source_bytes - mid.grouping_source_bytes
+        after.source_bytes - before.source_bytes,
+        (walk.len() - held.len()) as u64 * 4096,
+        "only the members nobody held came from SOURCE"
     );
-    assert!(end.group_hits > mid.group_hits);
+    assert!(after.segment_write_bytes > before.segment_write_bytes);
+    assert!(
+        after.segment_read_bytes > before.segment_read_bytes,
+        "members held in the store were read back from there"
+    );
+    assert!(after.group_hits > before.group_hits);
     drop(r);
     cache.save().unwrap();
+}
+
+#[test]
+fn a_group_of_members_an_lru_of_the_store_holds_is_not_built() {
+    // A walk of 20 items fits the store (64 items): its groups would save no SOURCE
+    // request against an LRU of the store, so no segment is built for them, on a
+    // read or in an idle period, and the walk is served by the item region.
+    let src = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = src.path().join("v.bin");
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 241) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let name = "v.bin";
+    let cache = opened(dir.path(), &config(Policy::Group));
+    let r = Reader::open(&cache, src.path(), name);
+    let walk = shuffled(7, 20, 48);
+    read_items(&r, &data, &walk, 1);
+    let first = cache.state().stats.clone();
+    assert_eq!(first.source_requests, 20);
+    for _ in 0..3 {
+        read_items(&r, &data, &walk, 1);
+        cache.idle_work();
+    }
+    let st = cache.state();
+    assert!(!st.graph.groups(8).is_empty(), "the walk formed groups");
+    assert!(st.unstored_groups(usize::MAX).is_empty());
+    assert_eq!(st.stats.source_requests, first.source_requests);
+    assert_eq!(st.stats.grouping_io_bytes, 0, "{:?}", st.stats);
+    assert!(st.slot_items.values().all(|v| v.is_empty()), "no segment");
 }
 
 #[test]
@@ -225,11 +257,11 @@ fn after_a_warm_start_with_segments_new_items_are_still_stored() {
     std::fs::write(&path, &data).unwrap();
     std::thread::sleep(Duration::from_millis(1100)); // old enough for the table
     let name = "r.bin";
-    let walk: Vec<u64> = (0..20).map(|i| (i * 7 + 3) % 48).collect();
+    // A walk of 72 items, more than the store's 64: its groups save requests.
+    let walk = shuffled(11, 72, 96);
     {
         let cache = opened(dir.path(), &config(Policy::Group));
-        // Pinned at its full share: the walk's groups are stored even though the
-        // region alone would hold the walk.
+        // Pinned at its full share: the walk's groups are stored.
         cache.state().fix_share(Some(4));
         let r = Reader::open(&cache, src.path(), name);
         for _ in 0..3 {

@@ -9,7 +9,11 @@
 //!   region is an exact LRU of at least that many items, so an LRU of that size hits
 //!   nothing `group` misses — whatever the groups do;
 //! * `group` with its group share pinned at zero against an LRU of the whole disk
-//!   budget, hit for hit and miss for miss: without a share, `group` is `lru`.
+//!   budget, hit for hit and miss for miss: without a share, `group` is `lru`;
+//! * `group` on traces that fit the store, its share following earnings, against
+//!   an LRU of the whole disk budget: no segment is built (none would save a SOURCE
+//!   request), every hit of that LRU is a hit of `group`, and `group` makes no more
+//!   SOURCE requests than `lru` but for items it brought ahead that no one used.
 //!
 //! Traces are random, strided, cyclic and tile-like (the rows of 2-D blocks of a
 //! row-major array), from one caller or from several interleaved.
@@ -71,16 +75,37 @@ impl Lru {
 /// One read of a trace: caller and item.
 type Read = (u32, u64);
 
+/// What a trace did through a cache.
+#[derive(Debug)]
+struct Outcome {
+    hits: u64,
+    ref_hits: u64,
+    /// Hits served by groups.
+    by_groups: u64,
+    source_requests: u64,
+    /// Items read from SOURCE for grouping (nobody had asked for them yet).
+    grouping_items: u64,
+    /// Bytes moved in the store for grouping (segments written, items moved out of
+    /// a slot a segment took).
+    grouping_local_bytes: u64,
+}
+
 /// Runs `trace` through a fresh cache of `policy` (idle work between `idle_every`
 /// reads, if given) and through a reference LRU; fails on the first access the
-/// reference hits and the cache misses, or on wrong bytes. Returns (cache hits,
-/// reference hits, hits served by groups).
-fn against(
-    policy: Policy,
-    trace: &[Read],
-    idle_every: Option<usize>,
-) -> Result<(u64, u64, u64), String> {
+/// reference hits and the cache misses, or on wrong bytes.
+fn against(policy: Policy, trace: &[Read], idle_every: Option<usize>) -> Result<Outcome, String> {
     against_with(policy, None, trace, idle_every)
+}
+
+/// What the reference LRU is for a run of [`against_ref`].
+#[derive(Clone, Copy, PartialEq)]
+enum Reference {
+    /// An LRU of `Cache::protected_items` (group with a share) or of the whole
+    /// store (lru, or group with its share pinned at zero: then hit for hit).
+    ByPolicy,
+    /// An LRU of the whole store, whatever the share: every hit of it must be one
+    /// of the cache (it may hit more).
+    WholeStore,
 }
 
 /// [`against`] with `group`'s share pinned at `share` slots, if given; pinned at
@@ -90,7 +115,17 @@ fn against_with(
     share: Option<usize>,
     trace: &[Read],
     idle_every: Option<usize>,
-) -> Result<(u64, u64, u64), String> {
+) -> Result<Outcome, String> {
+    against_ref(policy, share, Reference::ByPolicy, trace, idle_every)
+}
+
+fn against_ref(
+    policy: Policy,
+    share: Option<usize>,
+    reference: Reference,
+    trace: &[Read],
+    idle_every: Option<usize>,
+) -> Result<Outcome, String> {
     let src = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = src.path().join("f.bin");
@@ -109,7 +144,7 @@ fn against_with(
     );
     cache.state().fix_share(share);
     let exact = policy == Policy::Lru || share == Some(0);
-    let cap = if exact {
+    let cap = if exact || reference == Reference::WholeStore {
         (cfg.disk / ITEM) as usize
     } else {
         cache.protected_items()
@@ -145,9 +180,18 @@ fn against_with(
         hits += hit as u64;
         ref_hits += ref_hit as u64;
     }
-    let by_groups = cache.state().stats.group_hits;
+    let st = cache.state();
+    let out = Outcome {
+        hits,
+        ref_hits,
+        by_groups: st.stats.group_hits,
+        source_requests: st.stats.source_requests,
+        grouping_items: st.stats.grouping_source_bytes / ITEM,
+        grouping_local_bytes: st.stats.grouping_local_bytes,
+    };
+    drop(st);
     drop(open);
-    Ok((hits, ref_hits, by_groups))
+    Ok(out)
 }
 
 fn random() -> impl Strategy<Value = Vec<Read>> {
@@ -206,6 +250,60 @@ fn tiles() -> impl Strategy<Value = Vec<Read>> {
     })
 }
 
+/// Traces whose items fit the store (64 items): random reads over 60 items by two
+/// callers, a strided stream within 60 items, a shuffled loop of up to 60 items
+/// read several times, and the tiles (at most 48 items).
+fn fitting() -> impl Strategy<Value = Vec<Read>> {
+    prop_oneof![
+        proptest::collection::vec((1u32..3, 0u64..60), 50..400),
+        (0u64..60, 1u64..6, 20u64..120).prop_map(|(start, stride, len)| (0..len)
+            .map(|k| (1, (start + k * stride) % 60))
+            .collect()),
+        (20u64..60, 2usize..6, any::<u64>()).prop_map(|(len, times, seed)| {
+            let mut walk: Vec<u64> = (0..len).collect();
+            let mut x = seed | 1;
+            for i in (1..walk.len()).rev() {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                walk.swap(i, ((x >> 33) % (i as u64 + 1)) as usize);
+            }
+            (0..times)
+                .flat_map(|_| walk.iter().map(|&i| (1, 50 + i)))
+                .collect()
+        }),
+        tiles(),
+    ]
+}
+
+/// A trace that fits the store through `group` with its share following earnings
+/// and through `lru`: `group` hits every access an LRU of the whole store hits,
+/// builds no segment (none would save a SOURCE request against that LRU), and makes
+/// no more SOURCE requests than `lru` but for the items it brought ahead that no
+/// reader used.
+fn check_fitting(trace: &[Read], idle_every: Option<usize>) -> Result<(), TestCaseError> {
+    let distinct: std::collections::BTreeSet<u64> = trace.iter().map(|r| r.1).collect();
+    prop_assume!(distinct.len() as u64 <= config(Policy::Group).disk / ITEM);
+    let lru = against(Policy::Lru, trace, idle_every).map_err(TestCaseError::fail)?;
+    let group = against_ref(
+        Policy::Group,
+        None,
+        Reference::WholeStore,
+        trace,
+        idle_every,
+    )
+    .map_err(TestCaseError::fail)?;
+    prop_assert_eq!(group.grouping_local_bytes, 0, "{:?}", group);
+    let unused_ahead = group.grouping_items.saturating_sub(group.by_groups);
+    prop_assert!(
+        group.source_requests <= lru.source_requests + unused_ahead,
+        "lru {:?}\ngroup {:?}",
+        lru,
+        group
+    );
+    Ok(())
+}
+
 fn check(trace: &[Read], idle_every: Option<usize>) -> Result<(), TestCaseError> {
     for policy in [Policy::Lru, Policy::Group] {
         against(policy, trace, idle_every).map_err(TestCaseError::fail)?;
@@ -236,6 +334,11 @@ proptest! {
     fn tile_traces(trace in tiles(), idle in proptest::option::of(20usize..80)) {
         check(&trace, idle)?;
     }
+
+    #[test]
+    fn traces_that_fit_the_store(trace in fitting(), idle in proptest::option::of(20usize..80)) {
+        check_fitting(&trace, idle)?;
+    }
 }
 
 #[test]
@@ -245,12 +348,9 @@ fn groups_still_serve_a_loop_larger_than_memory() {
     let trace: Vec<Read> = (0..4)
         .flat_map(|_| (0..40).map(|k| (1, 7 + 3 * k)))
         .collect();
-    let (hits, ref_hits, by_groups) = against(Policy::Group, &trace, Some(40)).unwrap();
-    assert!(
-        by_groups > 0,
-        "no group hits ({hits} hits, reference {ref_hits})"
-    );
-    assert!(hits >= ref_hits);
+    let o = against(Policy::Group, &trace, Some(40)).unwrap();
+    assert!(o.by_groups > 0, "no group hits: {o:?}");
+    assert!(o.hits >= o.ref_hits);
 }
 
 #[test]
@@ -271,11 +371,10 @@ fn without_a_share_group_is_lru_and_with_one_it_serves_a_loop() {
     let trace: Vec<Read> = (0..4)
         .flat_map(|_| (0..40).map(|k| (1, 7 + 3 * k)))
         .collect();
-    let (hits, ref_hits, by_groups) =
-        against_with(Policy::Group, Some(0), &trace, Some(40)).unwrap();
-    assert_eq!((hits, ref_hits, by_groups), (120, 120, 0));
-    let (hits, ref_hits, _) = against_with(Policy::Group, Some(4), &trace, Some(40)).unwrap();
-    assert!(hits >= ref_hits);
+    let o = against_with(Policy::Group, Some(0), &trace, Some(40)).unwrap();
+    assert_eq!((o.hits, o.ref_hits, o.by_groups), (120, 120, 0));
+    let o = against_with(Policy::Group, Some(4), &trace, Some(40)).unwrap();
+    assert!(o.hits >= o.ref_hits);
 }
 
 /// Reads `trace` (caller 1, idle work every 40 reads) through a fresh `group`

@@ -92,6 +92,10 @@ pub struct Args {
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// Skip the main table (none, lru and group at the main capacities): the
+    /// sweeps only.
+    #[arg(long)]
+    no_main: bool,
     /// Run as one client of a benchmark: the requests are in this JSON file.
     #[arg(long, hide = true, value_name = "SPEC")]
     client: Option<PathBuf>,
@@ -229,12 +233,9 @@ pub fn run(args: Args) -> Result<()> {
         args.store_targets,
         args.store_stripe_kib,
     )?;
-    let preset = ["hdd", "ssd", "lustre", "probed"]
-        .into_iter()
-        .find(|p| *p == args.store)
-        .unwrap_or("hdd");
+    // Any name the striping accepted is passed through to the mounts as given.
     let model = harness::Model {
-        preset,
+        preset: args.store.clone(),
         targets: args.store_targets,
         stripe_kib: args.store_stripe_kib,
     };
@@ -273,14 +274,18 @@ pub fn run(args: Args) -> Result<()> {
             "SOURCE reqs",
         ],
     );
-    for &storage in storages {
+    let main_storages: &[&str] = if args.no_main { &[] } else { storages };
+    for &storage in main_storages {
         for w in &workloads {
             let mut res = serde_json::Map::new();
             let mut rows = Vec::new();
             for p in POLICIES {
                 say(format!("{} with {p} ({storage})", w.name));
-                let setup = Setup { storage, ..base };
-                let r = run_policy(dir.path(), w, p, setup, args.repeat)?;
+                let setup = Setup {
+                    storage,
+                    ..base.clone()
+                };
+                let r = run_policy(dir.path(), w, p, &setup, args.repeat)?;
                 res.insert(p.into(), serde_json::to_value(&r)?);
                 rows.push((p, r));
             }
@@ -316,7 +321,7 @@ pub fn run(args: Args) -> Result<()> {
             let setup = Setup {
                 memory: mem,
                 disk: dsk,
-                ..base
+                ..base.clone()
             };
             say(format!(
                 "{} at {p} % of its working set (memory {}, store {})",
@@ -324,8 +329,8 @@ pub fn run(args: Args) -> Result<()> {
                 human_bytes(mem),
                 human_bytes(dsk)
             ));
-            let lru = run_policy(dir.path(), w, "lru", setup, args.repeat)?;
-            let group = run_policy(dir.path(), w, "group", setup, args.repeat)?;
+            let lru = run_policy(dir.path(), w, "lru", &setup, args.repeat)?;
+            let group = run_policy(dir.path(), w, "group", &setup, args.repeat)?;
             sizes.push(json!({
                 "workload": w.name,
                 "percent": p,
@@ -347,9 +352,9 @@ pub fn run(args: Args) -> Result<()> {
             let setup = Setup {
                 memory: mem,
                 segment: seg << 20,
-                ..base
+                ..base.clone()
             };
-            let r = run_policy(dir.path(), &w, "group", setup, args.repeat)?;
+            let r = run_policy(dir.path(), &w, "group", &setup, args.repeat)?;
             sweep.push(json!({
                 "segment_mib": seg,
                 "memory_mib": mem >> 20,
@@ -369,9 +374,9 @@ pub fn run(args: Args) -> Result<()> {
             say(format!("{} with group, j/k {}/{}", w.name, link.j, link.k));
             let setup = Setup {
                 link: *link,
-                ..base
+                ..base.clone()
             };
-            let r = run_policy(dir.path(), w, "group", setup, args.repeat)?;
+            let r = run_policy(dir.path(), w, "group", &setup, args.repeat)?;
             jk.push(json!({
                 "workload": w.name,
                 "j": link.j,

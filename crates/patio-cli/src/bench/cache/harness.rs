@@ -48,10 +48,11 @@ pub fn parse_link(s: &str) -> Result<Link> {
 }
 
 /// The striped storage model of model rows: a preset and its overrides, as the mount
-/// takes them (`--store`, `--store-targets`, `--store-stripe-kib`).
-#[derive(Clone, Copy)]
+/// takes them (`--store`, `--store-targets`, `--store-stripe-kib`): the preset is
+/// any name the striping accepts, passed through as given.
+#[derive(Clone)]
 pub struct Model {
-    pub preset: &'static str,
+    pub preset: String,
     pub targets: Option<usize>,
     pub stripe_kib: Option<u64>,
 }
@@ -60,7 +61,7 @@ pub struct Model {
 /// successor-link setting, and what SOURCE is read through: `"model"` (`model`, the
 /// striped storage model) or `"real"` (the local disk itself; SOURCE is read with
 /// `O_DIRECT` either way, so the page cache never serves it).
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct Setup {
     pub memory: u64,
     pub disk: u64,
@@ -77,7 +78,7 @@ pub const GAP_MS: u64 = IDLE_MS * 2 + 300;
 
 /// A `patio mount cache` of `dir/src` on `dir/mnt` for `policy`, started through
 /// patio-harness (the one harness tests and benchmarks mount through).
-fn mount(dir: &Path, policy: &str, setup: Setup) -> Result<MountProcess> {
+fn mount(dir: &Path, policy: &str, setup: &Setup) -> Result<MountProcess> {
     let (src, mnt, cache, stats) = (
         dir.join("src"),
         dir.join("mnt"),
@@ -94,7 +95,7 @@ fn mount(dir: &Path, policy: &str, setup: Setup) -> Result<MountProcess> {
     argv.extend([src.into_os_string(), mnt.clone().into_os_string()]);
     argv.extend(["--cache-dir".into(), cache.into_os_string()]);
     if setup.storage == "model" {
-        argv.extend(["--store", setup.model.preset].map(OsString::from));
+        argv.extend(["--store", setup.model.preset.as_str()].map(OsString::from));
         if let Some(n) = setup.model.targets {
             argv.extend(["--store-targets".into(), n.to_string().into()]);
         }
@@ -278,10 +279,12 @@ pub struct PolicyResult {
     pub segment_read_bytes: u64,
     pub segment_write_bytes: u64,
     pub peak_memory_bytes: u64,
+    /// Every counter of the mount at its end (`patio mount cache --stats-json`).
+    pub counters: Value,
 }
 
 /// One run: mount, every view `passes` times, unmount.
-fn run_once(dir: &Path, w: &Workload, policy: &str, setup: Setup) -> Result<PolicyResult> {
+fn run_once(dir: &Path, w: &Workload, policy: &str, setup: &Setup) -> Result<PolicyResult> {
     let m = mount(dir, policy, setup)?;
     let file = m.mnt().join("source.dat");
     let run = run_workload(dir, &file, w);
@@ -313,6 +316,7 @@ fn run_once(dir: &Path, w: &Workload, policy: &str, setup: Setup) -> Result<Poli
         segment_read_bytes: g("segment_read_bytes"),
         segment_write_bytes: g("segment_write_bytes"),
         peak_memory_bytes: g("peak_memory_bytes"),
+        counters: stats,
     })
 }
 
@@ -321,7 +325,7 @@ pub fn run_policy(
     dir: &Path,
     w: &Workload,
     policy: &str,
-    setup: Setup,
+    setup: &Setup,
     repeat: usize,
 ) -> Result<PolicyResult> {
     let mut runs = (0..repeat.max(1))
