@@ -65,6 +65,11 @@ class _Session:
         #: closed.
         self.wrappers: dict[tuple[str, str], Any] | None = {} if read_only else None
         self.run = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        #: Seconds spent in patio.h5's own code for this file: opening and closing the
+        #: session, lookups, selections, decisions and recording (the flush included) -
+        #: everything but h5py's calls that open the file, look an object up or read
+        #: data (from the original or a replica). `patio bench layout` reports it.
+        self.own_s = 0.0
         self.records: list[tuple[Any, ...]] = []
         self.benefit: dict[int, list[float]] = {}
         self.deciders: dict[str, Any] = {}
@@ -290,20 +295,27 @@ class Group:
         self._path = path  # the group's name, asked of HDF5 when first needed
 
     def __getitem__(self, name: Any) -> Any:
-        wrappers = self._session.wrappers
-        if wrappers is None or type(name) is not str:
-            return _wrap(self._g[name], self._session)
-        if self._path is None:
-            self._path = self._g.name
-        key = (self._path, name)
-        hit = wrappers.get(key)
-        if hit is not None:
-            return hit
-        obj = _wrap(self._g[name], self._session)
-        if isinstance(obj, (Dataset, Group)):
+        t0 = time.perf_counter()
+        session = self._session
+        wrappers = session.wrappers
+        key = None
+        if wrappers is not None and type(name) is str:
+            if self._path is None:
+                self._path = self._g.name
+            key = (self._path, name)
+            hit = wrappers.get(key)
+            if hit is not None:
+                session.own_s += time.perf_counter() - t0
+                return hit
+        t1 = time.perf_counter()
+        found = self._g[name]
+        t2 = time.perf_counter()
+        obj = _wrap(found, session)
+        if wrappers is not None and key is not None and isinstance(obj, (Dataset, Group)):
             if len(wrappers) >= WRAPPER_CACHE:
                 wrappers.pop(next(iter(wrappers)))
             wrappers[key] = obj
+        session.own_s += time.perf_counter() - t0 - (t2 - t1)
         return obj
 
     def get(self, name: str, default: Any = None) -> Any:
@@ -340,8 +352,10 @@ class File(Group):
 
     def __init__(self, path: str | os.PathLike[str], mode: str = "r", **kwargs: Any) -> None:
         f = h5py.File(path, mode, **kwargs)
-        super().__init__(f, _Session(os.fspath(path),
-                                     read_only=f.mode == "r" and not f.swmr_mode), "/")
+        t0 = time.perf_counter()
+        session = _Session(os.fspath(path), read_only=f.mode == "r" and not f.swmr_mode)
+        session.own_s += time.perf_counter() - t0
+        super().__init__(f, session, "/")
         self._f = f
 
     def flush(self) -> None:
@@ -350,7 +364,9 @@ class File(Group):
 
     def close(self) -> None:
         if self._session is not None:
+            t0 = time.perf_counter()
             self._session.close()
+            self._session.own_s += time.perf_counter() - t0
         self._f.close()
 
     def __enter__(self) -> Self:
@@ -424,14 +440,20 @@ class Dataset:
             else:
                 choice = decider.choose(sel)
                 _remember(memo, key, (sel, None, choice))
+            t_read = time.perf_counter()
             arr = self._from_replica(choice)
             if arr is not None:
+                t_read = time.perf_counter() - t_read
                 session.record(self._name, sel, int(arr.nbytes), time.time(),
                                time.perf_counter() - t0)
+                session.own_s += time.perf_counter() - t0 - t_read
                 return arr[()] if arr.shape == () else arr
+        t_read = time.perf_counter()
         out = d[args]
+        t_read = time.perf_counter() - t_read
         session.record(self._name, sel, sel.slabs[0].nelements() * self._itemsize,
                        time.time(), time.perf_counter() - t0)
+        session.own_s += time.perf_counter() - t0 - t_read
         return out
 
     def _from_replica(self, choice: Any) -> np.ndarray | None:
@@ -467,14 +489,17 @@ class Dataset:
                 _remember(memo, key, (sel, hsel, choice))
         if hsel.nselect == 0:
             return np.zeros(hsel.array_shape, dtype=self._d.dtype)
+        t_read = time.perf_counter()
         arr = self._from_replica(choice)
         if arr is None:
             arr = np.zeros(hsel.array_shape, self._d.dtype, order="C")
             mspace = h5s.create_simple(hsel.mshape)
             self._d.id.read(mspace, hsel.id, arr, h5t.py_create(self._d.dtype),
                             dxpl=self._d._dxpl)
+        t_read = time.perf_counter() - t_read
         seconds = time.perf_counter() - t0
-        self._session.record(self._name, sel, int(arr.nbytes), time.time(), seconds)
+        session.record(self._name, sel, int(arr.nbytes), time.time(), seconds)
+        session.own_s += time.perf_counter() - t0 - t_read
         if arr.shape == ():
             return arr[()]
         return arr
