@@ -142,16 +142,28 @@ fn shuffled(seed: u64, n: usize, within: u64) -> Vec<u64> {
     all
 }
 
+/// A fresh `group` cache with a source file of `len` bytes open through it: the
+/// directories (kept while it is used), the file's bytes, the cache and the reader.
+fn group_fixture(
+    len: u32,
+) -> (
+    tempfile::TempDir,
+    tempfile::TempDir,
+    Vec<u8>,
+    Arc<Cache>,
+    Reader,
+) {
+    let (src, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let data: Vec<u8> = (0..len).map(|i| (i % 241) as u8).collect();
+    std::fs::write(src.path().join("g.bin"), &data).unwrap();
+    let cache = opened(dir.path(), &config(Policy::Group));
+    let r = Reader::open(&cache, src.path(), "g.bin");
+    (src, dir, data, cache, r)
+}
+
 #[test]
 fn a_group_built_on_a_miss_reads_nothing_cached_from_source() {
-    let src = tempfile::tempdir().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = src.path().join("w.bin");
-    let data: Vec<u8> = (0..800_000u32).map(|i| (i % 241) as u8).collect();
-    std::fs::write(&path, &data).unwrap();
-    let name = "w.bin";
-    let cache = opened(dir.path(), &config(Policy::Group));
-    let r = Reader::open(&cache, src.path(), name);
+    let (_src, _dir, data, cache, r) = group_fixture(800_000);
     // A walk of 20 items read twice forms groups; then 56 other items push all but
     // its last 8 out of what an LRU of the store (64 items) would hold.
     let walk = shuffled(7, 20, 48);
@@ -198,14 +210,7 @@ fn a_group_of_members_an_lru_of_the_store_holds_is_not_built() {
     // A walk of 20 items fits the store (64 items): its groups would save no SOURCE
     // request against an LRU of the store, so no segment is built for them, on a
     // read or in an idle period, and the walk is served by the item region.
-    let src = tempfile::tempdir().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = src.path().join("v.bin");
-    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 241) as u8).collect();
-    std::fs::write(&path, &data).unwrap();
-    let name = "v.bin";
-    let cache = opened(dir.path(), &config(Policy::Group));
-    let r = Reader::open(&cache, src.path(), name);
+    let (_src, _dir, data, cache, r) = group_fixture(200_000);
     let walk = shuffled(7, 20, 48);
     read_items(&r, &data, &walk, 1);
     let first = cache.state().stats.clone();
