@@ -31,9 +31,11 @@ EXPORT int MPI_File_open(MPI_Comm comm, const char *name, int amode, MPI_Info in
     /* One agreement across the file's ranks: serve (every rank can) and trace (every
      * rank traces). Either needs the communicator later (collective set_view, ordered
      * offsets): a duplicate, since the program may free its own after the open. */
-    int mine[2] = {h != NULL, f && trace_available()}, all[2] = {0, 0};
-    if (P(Allreduce)(mine, all, 2, H.int_, H.min, comm) != MPI_SUCCESS)
-        all[0] = all[1] = 0;
+    const char *order = getenv("PATIO_MPIIO_ORDER");
+    int mine[3] = {h != NULL, f && trace_available(), order && strcmp(order, "1") == 0};
+    int all[3] = {0, 0, 0};
+    if (P(Allreduce)(mine, all, 3, H.int_, H.min, comm) != MPI_SUCCESS)
+        all[0] = all[1] = all[2] = 0;
     if (!all[0]) {
         serve_release(h);
         h = NULL;
@@ -46,6 +48,7 @@ EXPORT int MPI_File_open(MPI_Comm comm, const char *name, int amode, MPI_Info in
         f->served = h;
         f->serving = all[0];
         f->trace = all[1];
+        f->ordered = all[0] && all[2];
         if ((all[0] || all[1]) && P(Comm_dup)(comm, &f->comm) == MPI_SUCCESS)
             f->own_comm = 1;
         if (f->own_comm && P(Comm_rank)(f->comm, &f->rank) != MPI_SUCCESS)

@@ -110,12 +110,13 @@ static uint64_t requested(MPI_Datatype dt, int count)
 /* A served read at view etype `at`; 0 when answered, -1 when the caller must read the
  * original. */
 static int served(pfile_t *f, int base, MPI_Offset at, void *buf, int count, MPI_Datatype dt,
-                  MPI_Status *st, MPI_Request *req, int *rc)
+                  MPI_Status *st, MPI_Request *req, int *rc, turns_t *turns)
 {
     extents_t e;
     memset(&e, 0, sizeof e);
     uint64_t got = 0, t0 = mpiio_now_ns();
-    if (serve_read(f, (uint64_t)at * (uint64_t)f->view.etype_size, buf, count, dt, &got, &e)) {
+    if (serve_read(f, (uint64_t)at * (uint64_t)f->view.etype_size, buf, count, dt, &got, &e,
+                   turns)) {
         extents_free(&e);
         return -1;
     }
@@ -249,9 +250,18 @@ static int kept(pfile_t *f, int call, MPI_Offset off, const void *buf, int count
         return rc;
     if (write)
         return kept_write(f, call, at, buf, count, dt, st, req);
-    if (f->served && served(f, base, at, (void *)buf, count, dt, st, req, &rc) == 0)
-        return rc;
-    return fallback(f, base, at, (void *)buf, count, dt, st, req);
+    /* a collective read of an ordered file: every rank takes its turns (turns.c), also
+     * one whose serving stopped (it reads the original and hands on at once) */
+    turns_t turns, *use = NULL;
+    if (f->ordered && f->own_comm && is_collective(base)) {
+        turns_init(&turns, f->comm);
+        use = &turns;
+    }
+    if (!f->served || served(f, base, at, (void *)buf, count, dt, st, req, &rc, use) != 0)
+        rc = fallback(f, base, at, (void *)buf, count, dt, st, req);
+    if (use)
+        turns_finish(use);
+    return rc;
 }
 
 /* View data byte where a passed-through call starts; -1 when unknown. An ordered call
@@ -302,7 +312,7 @@ int mpiio_io(int call, MPI_File fh, MPI_Offset off, const void *buf, int count, 
     /* a file prefetched but not served: independent explicit-offset reads (MPI keeps the
      * pointers, and every rank takes part in collective calls whatever its prefetching) */
     if (!write && f->prefetch && mode == AT && f->independent) {
-        if (served(f, base, off, (void *)buf, count, dt, st, req, &rc) != 0)
+        if (served(f, base, off, (void *)buf, count, dt, st, req, &rc, NULL) != 0)
             rc = fallback(f, base, off, (void *)buf, count, dt, st, req);
         mpiio_depth--;
         return rc;

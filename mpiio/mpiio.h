@@ -152,6 +152,7 @@ typedef struct pfile {
     int split_served;
     int warned;
     uint64_t served_calls, served_bytes, passed_calls;
+    uint64_t turn_calls;        /* collective reads served taking turns (turns.c) */
     uint64_t physical_reads;
     /* prefetch.c: an engine stream for independent reads of a file not served
      * (PATIO_MPIIO_PREFETCH), or, on a served file, a policy and the bytes it read ahead */
@@ -163,6 +164,8 @@ typedef struct pfile {
     uint64_t ahead_limit;       /* most bytes read ahead at a miss (PATIO_MPIIO_READAHEAD) */
     uint64_t prefetched_bytes, prefetch_used_bytes;
     int independent;            /* the call being served is not collective (io.c) */
+    int ordered;                /* PATIO_MPIIO_ORDER=1 on every rank: collective reads of
+                                   the served file take turns (turns.c) */
 } pfile_t;
 
 /* Nonzero while some file is watched: the fast path of every call tests only this. */
@@ -173,6 +176,21 @@ void files_remove(pfile_t *f);
 /* Calls fn on every watched file (MPI_Finalize). */
 void files_each(void (*fn)(pfile_t *));
 
+/* ---- turns.c ---- */
+/* The turns of one collective read (see turns.c). */
+typedef struct {
+    MPI_Comm comm;
+    size_t n;         /* this rank's physical reads */
+    int *prev, *next; /* per read: the rank whose read comes before / after, or -1 */
+    char *done;       /* per read: waited (2i), handed on (2i + 1) */
+    int scheduled;
+} turns_t;
+void turns_init(turns_t *t, MPI_Comm comm);
+/* The pacer to give patio_reorg_read_paced. */
+PatioReorgPacer turns_pacer(turns_t *t);
+/* Always, on every rank, after the collective read (see turns.c). */
+void turns_finish(turns_t *t);
+
 /* ---- serve.c ---- */
 /* This rank's container for file `name` opened with `amode`, or NULL (not registered,
  * opened for writing, or not servable: one warning). The ranks then agree. */
@@ -181,11 +199,12 @@ void serve_release(PatioReorgFile *h);
 /* 1 when PATIO_MPIIO_WRITES=refuse and `name`, opened with write access, has a current
  * registered container (one warning): the open fails with MPI_ERR_READ_ONLY. */
 int serve_refuses_write(const char *name, int amode);
-/* Reads `count` × `dt` at view data byte `b` from the container into `buf`. 0 and
- * *bytes set, or -1 (one warning; serving stops for the file and the caller reads the
- * original). `ext` receives the file extents (for tracing). */
+/* Reads `count` × `dt` at view data byte `b` from the container into `buf`, taking
+ * `turns` (a collective read of an ordered file; NULL otherwise). 0 and *bytes set, or
+ * -1 (one warning; serving stops for the file and the caller reads the original).
+ * `ext` receives the file extents (for tracing). */
 int serve_read(pfile_t *f, uint64_t b, void *buf, int count, MPI_Datatype dt, uint64_t *bytes,
-               extents_t *ext);
+               extents_t *ext, turns_t *turns);
 void serve_close(pfile_t *f);
 /* Sets `st` (may be MPI_STATUS_IGNORE) to a completed read of `bytes` bytes. */
 void status_set_bytes(MPI_Status *st, uint64_t bytes);

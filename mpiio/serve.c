@@ -25,10 +25,11 @@
 
 static const char *const R_NAMES[] = {"patio_reorg_abi_version", "patio_reorg_open",
                                       "patio_reorg_read", "patio_reorg_size",
-                                      "patio_reorg_stats", "patio_reorg_close", NULL};
+                                      "patio_reorg_stats", "patio_reorg_close",
+                                      "patio_reorg_read_paced", NULL};
 /* libpatio_reorg.so's functions, in R_NAMES order. */
 static union {
-    void *fn[6];
+    void *fn[7];
     struct {
         __typeof__(patio_reorg_abi_version) *abi;
         __typeof__(patio_reorg_open) *open;
@@ -36,6 +37,7 @@ static union {
         __typeof__(patio_reorg_size) *size;
         __typeof__(patio_reorg_stats) *stats;
         __typeof__(patio_reorg_close) *close;
+        __typeof__(patio_reorg_read_paced) *read_paced;
     };
 } R;
 
@@ -168,7 +170,7 @@ int completed_request(uint64_t bytes, MPI_Request *req)
 }
 
 int serve_read(pfile_t *f, uint64_t b, void *buf, int count, MPI_Datatype dt, uint64_t *bytes,
-               extents_t *ext)
+               extents_t *ext, turns_t *turns)
 {
     char msg[512] = "";
     flat_t mem;
@@ -200,8 +202,16 @@ int serve_read(pfile_t *f, uint64_t b, void *buf, int count, MPI_Datatype dt, ui
         return -1;
     }
     uint64_t got = 0;
-    int rc = f->prefetch || f->policy ? prefetch_read(f, ext, dest, &got, msg, sizeof msg)
-                                      : R.read(f->served, ext->v, ext->n, dest, &got, msg, sizeof msg);
+    int rc;
+    if (f->prefetch || f->policy) {
+        rc = prefetch_read(f, ext, dest, &got, msg, sizeof msg);
+    } else if (turns) {
+        PatioReorgPacer pacer = turns_pacer(turns);
+        rc = R.read_paced(f->served, ext->v, ext->n, dest, &got, &pacer, msg, sizeof msg);
+        f->turn_calls += rc == 0;
+    } else {
+        rc = R.read(f->served, ext->v, ext->n, dest, &got, msg, sizeof msg);
+    }
     if (rc == 0 && scratch)
         flat_scatter(&mem, scratch, got, buf);
     free(scratch);
@@ -247,11 +257,12 @@ void stats_write(pfile_t *f)
     int len = snprintf(text, sizeof text,
                        "{\"file\": \"%s\", \"rank\": %d, \"served_calls\": %llu, "
                        "\"served_bytes\": %llu, \"physical_reads\": %llu, \"passed_calls\": %llu, "
-                       "\"prefetched_bytes\": %llu, \"prefetch_used_bytes\": %llu}\n",
+                       "\"prefetched_bytes\": %llu, \"prefetch_used_bytes\": %llu, "
+                       "\"turn_calls\": %llu}\n",
                        esc, rank, (unsigned long long)f->served_calls,
                        (unsigned long long)f->served_bytes, (unsigned long long)f->physical_reads,
                        (unsigned long long)f->passed_calls, (unsigned long long)f->prefetched_bytes,
-                       (unsigned long long)f->prefetch_used_bytes);
+                       (unsigned long long)f->prefetch_used_bytes, (unsigned long long)f->turn_calls);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0 || write(fd, text, (size_t)len) != len)
         mpiio_warn("cannot write %s: %s", path, strerror(errno));

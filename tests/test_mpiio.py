@@ -360,10 +360,12 @@ def apply(src: Path, trace: Path, out: Path) -> None:
 
 
 def served_run(
-    layer: Path, program: str, args: list[str], counted: Path
+    layer: Path, program: str, args: list[str], counted: Path, ordered: bool = False
 ) -> subprocess.CompletedProcess[str]:
     counted.mkdir()
     env = {"PATIO_REORG_LIB": str(reorg_library(layer)), "PATIO_MPIIO_STATS": str(counted)}
+    if ordered:
+        env["PATIO_MPIIO_ORDER"] = "1"
     return mpirun(program, args, [layer], env)
 
 
@@ -383,17 +385,25 @@ def trace_and_apply(tmp_path: Path, layer: Path, program: str) -> tuple[Path, by
     return src, data, out
 
 
+#: Modes of the example readers whose served reads are collective calls (they take turns
+#: with PATIO_MPIIO_ORDER=1).
+COLLECTIVE_MODES = {"at_all", "split", "nb", "view", "ordered", "all"}
+
+
+@pytest.mark.parametrize("ordered", [False, True], ids=["at-once", "turns"])
 @pytest.mark.parametrize("program", ["ior_reader", "tile_reader"])
 def test_registered_files_are_served_with_the_same_bytes(
-    tmp_path: Path, layer: Path, program: str
+    tmp_path: Path, layer: Path, program: str, ordered: bool
 ) -> None:
+    """Every way the example readers read, served from the container, gives the
+    original's bytes; with PATIO_MPIIO_ORDER=1 the collective reads take turns."""
     src, data, _ = trace_and_apply(tmp_path, layer, program)
     geometry = (TILES_X, TILES_Y, TILE_W, TILE_H, ELEM)
     for mode in IOR_MODES if program == "ior_reader" else TILE_MODES:
         dump, counted = tmp_path / f"d-{mode}", tmp_path / f"s-{mode}"
         dump.mkdir()
         args = ior_args(src, mode, dump) if program == "ior_reader" else tile_args(src, mode, dump)
-        done = served_run(layer, program, args, counted)
+        done = served_run(layer, program, args, counted, ordered)
         assert warnings_of(done) == [], done.stderr
         for rank, got in enumerate(dumps(dump)):
             want = ior_model(data, rank, mode) if program == "ior_reader" else tile_model(data, rank, geometry)
@@ -409,6 +419,11 @@ def test_registered_files_are_served_with_the_same_bytes(
                 assert r["served_bytes"] == 2 * BLOCK, (mode, r)
                 continue
             assert r["served_calls"] > 0 and r["passed_calls"] == 0, (mode, r)
+            if ordered and mode == "nb":  # iread (independent), iread_all, iread_at_all
+                assert 0 < r["turn_calls"] < r["served_calls"], (mode, r)
+            else:
+                turns = r["served_calls"] if ordered and mode in COLLECTIVE_MODES else 0
+                assert r["turn_calls"] == turns, (mode, r)
             if program == "ior_reader":  # seek re-reads each block's first transfer
                 read = len(ior_model(data, rank, mode)) + (SEGMENTS * TRANSFER if mode == "seek" else 0)
             else:

@@ -29,7 +29,7 @@ pub const REORG_LIBRARY: &str = "libpatio_reorg.so";
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  patio run --hdf5 -- ./my_analysis run.h5\n      its H5Dread calls recorded in run.h5's layout knowledge base\n  patio run --mpiio -- mpirun -n 64 ./tile_reader data.bin\n      reads of data.bin served from its registered reorganized container\n  patio run --mpiio --stats run-stats -- mpirun -n 4 ./app\n      each rank writes what it served to run-stats/\n  mpirun -n 64 -x LD_PRELOAD=$(patio run --print-library) ./tile_reader data.bin\n      the same, passing the layer to ranks on other nodes\n\nA file is served only when `patio reorg status FILE` says its container matches; any\nother file, and every write, goes to the original untouched."
+    after_help = "Examples:\n  patio run --hdf5 -- ./my_analysis run.h5\n      its H5Dread calls recorded in run.h5's layout knowledge base\n  patio run --mpiio -- mpirun -n 64 ./tile_reader data.bin\n      reads of data.bin served from its registered reorganized container\n  patio run --mpiio --stats run-stats -- mpirun -n 4 ./app\n      each rank writes what it served to run-stats/\n  patio run --mpiio --ordered -- mpirun -n 64 ./tile_reader data.bin\n      collective reads of data.bin's container taken in turns, in container order\n  mpirun -n 64 -x LD_PRELOAD=$(patio run --print-library) ./tile_reader data.bin\n      the same, passing the layer to ranks on other nodes\n\nA file is served only when `patio reorg status FILE` says its container matches; any\nother file, and every write, goes to the original untouched."
 )]
 pub struct Args {
     /// Preload the MPI-IO layer (libpatio_mpiio.so) into the command's processes.
@@ -44,6 +44,11 @@ pub struct Args {
     /// from the container for served ones.
     #[arg(long, value_name = "POLICY")]
     prefetch: Option<String>,
+    /// In collective reads of served files, issue the physical reads of all ranks one
+    /// at a time in container order (the ranks take turns) instead of every rank at
+    /// once: one sequential stream on disks where concurrent streams seek.
+    #[arg(long)]
+    ordered: bool,
     /// Each rank writes a JSON summary of what it served (file, rank, served_calls,
     /// served_bytes, physical_reads, passed_calls) into this directory at close.
     #[arg(long, value_name = "DIR")]
@@ -129,6 +134,9 @@ pub fn run(args: Args) -> Result<u8> {
                 .map_err(|e| anyhow::anyhow!("--prefetch: {e}"))?;
             owned.push(("PATIO_MPIIO_PREFETCH", OsString::from(policy)));
         }
+        if args.ordered {
+            owned.push(("PATIO_MPIIO_ORDER", OsString::from("1")));
+        }
         if let Some(dir) = &args.stats {
             std::fs::create_dir_all(dir)
                 .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
@@ -137,8 +145,10 @@ pub fn run(args: Args) -> Result<u8> {
                 std::path::absolute(dir)?.into_os_string(),
             ));
         }
-    } else if args.prefetch.is_some() || args.stats.is_some() {
-        bail!("--prefetch and --stats are options of the MPI-IO layer: give --mpiio too");
+    } else if args.prefetch.is_some() || args.stats.is_some() || args.ordered {
+        bail!(
+            "--prefetch, --ordered and --stats are options of the MPI-IO layer: give --mpiio too"
+        );
     }
     if args.hdf5 {
         owned.extend(vol_env()?);

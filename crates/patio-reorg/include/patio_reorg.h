@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 /* The ABI version this header describes; compare with patio_reorg_abi_version(). */
-#define PATIO_REORG_ABI_VERSION 1u
+#define PATIO_REORG_ABI_VERSION 2u
 
 /* Results of patio_reorg_open. */
 #define PATIO_REORG_SERVED 0         /* registered and current: *out is set */
@@ -62,6 +62,32 @@ const char *patio_reorg_container(const PatioReorgFile *file);
  * 0, or -1 with `message` set (nothing is guaranteed about `buf` then). */
 int patio_reorg_read(PatioReorgFile *file, const uint64_t *extents, size_t n_extents, void *buf,
                      uint64_t *bytes, char *message, size_t message_len);
+
+/* Where one physical read of a paced read lies: bytes [start, end) of the
+ * container's data log `chunk`. */
+typedef struct {
+    uint32_t chunk;
+    uint64_t start;
+    uint64_t end;
+} PatioReorgPlace;
+
+/* The caller's schedule of a paced read: schedule(ctx, places, n) once, before any
+ * read (n may be 0), with where each physical read lies in the order they are issued;
+ * pace(ctx, i, after) before (after = 0) and right after (after = 1) the i-th read.
+ * Either returns 0 to go on, anything else to stop the read (-1 returned). A null
+ * function is skipped. */
+typedef struct {
+    void *ctx;
+    int (*schedule)(void *ctx, const PatioReorgPlace *places, size_t n);
+    int (*pace)(void *ctx, size_t i, int after);
+} PatioReorgPacer;
+
+/* patio_reorg_read with its physical reads scheduled by `pacer` (null: as
+ * patio_reorg_read). The MPI-IO layer uses it to issue the reads of all ranks of a
+ * collective call one at a time in container order. */
+int patio_reorg_read_paced(PatioReorgFile *file, const uint64_t *extents, size_t n_extents,
+                           void *buf, uint64_t *bytes, const PatioReorgPacer *pacer,
+                           char *message, size_t message_len);
 
 /* 0 when the source is still the version the container was built from, 1 when it
  * changed (message says how), -1 on error. Cheap: one stat. */

@@ -14,7 +14,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub const PATIO_REORG_ABI_VERSION: u32 = 1;
+pub const PATIO_REORG_ABI_VERSION: u32 = 2;
 pub const PATIO_REORG_SERVED: c_int = 0;
 pub const PATIO_REORG_NOT_REGISTERED: c_int = 1;
 pub const PATIO_REORG_BYPASSED: c_int = 2;
@@ -165,6 +165,28 @@ pub(crate) fn cut_at_eof(pairs: &[u64], size: u64) -> Option<(Vec<(u64, u64)>, u
     Some((extents, total))
 }
 
+/// Where one physical read of a paced read lies (`PatioReorgPlace`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PatioReorgPlace {
+    pub chunk: u32,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// The caller's schedule of a paced read (`PatioReorgPacer`): `schedule(ctx, places,
+/// n)` once, before any read, with where each physical read lies in the order they
+/// are issued; `pace(ctx, i, after)` before (`after` 0) and right after (1) the `i`-th.
+/// Either returns 0 to go on, anything else to stop the read.
+#[repr(C)]
+pub struct PatioReorgPacer {
+    pub ctx: *mut c_void,
+    pub schedule: Option<
+        unsafe extern "C" fn(ctx: *mut c_void, places: *const PatioReorgPlace, n: usize) -> c_int,
+    >,
+    pub pace: Option<unsafe extern "C" fn(ctx: *mut c_void, i: usize, after: c_int) -> c_int>,
+}
+
 /// # Safety
 /// `file` a handle from [`patio_reorg_open`] not yet closed; `extents` `2 *
 /// n_extents` values; `buf` writable for the sum of the extents' lengths; `bytes`
@@ -179,6 +201,36 @@ pub unsafe extern "C" fn patio_reorg_read(
     message: *mut c_char,
     message_len: usize,
 ) -> c_int {
+    // SAFETY: the caller's contract is this function's.
+    unsafe {
+        patio_reorg_read_paced(
+            file,
+            extents,
+            n_extents,
+            buf,
+            bytes,
+            std::ptr::null(),
+            message,
+            message_len,
+        )
+    }
+}
+
+/// # Safety
+/// As [`patio_reorg_read`]; `pacer` null or a pacer whose functions may be called with
+/// its `ctx` during the call.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn patio_reorg_read_paced(
+    file: *mut PatioReorgFile,
+    extents: *const u64,
+    n_extents: usize,
+    buf: *mut c_void,
+    bytes: *mut u64,
+    pacer: *const PatioReorgPacer,
+    message: *mut c_char,
+    message_len: usize,
+) -> c_int {
     guarded(message, message_len, -1, || {
         let fail = |t: String| (-1, t);
         // SAFETY: by contract (a live handle or null).
@@ -187,6 +239,8 @@ pub unsafe extern "C" fn patio_reorg_read(
         if bytes.is_null() || (extents.is_null() && n_extents > 0) {
             return Err(fail("patio_reorg_read: null extents or bytes".into()));
         }
+        // SAFETY: by contract (a pacer or null).
+        let pacer = unsafe { pacer.as_ref() };
         let pairs: &[u64] = if n_extents == 0 {
             &[]
         } else {
@@ -204,6 +258,34 @@ pub unsafe extern "C" fn patio_reorg_read(
         })?;
         let total_usize = usize::try_from(total)
             .map_err(|_| fail(format!("{}: read of {total} bytes", f.source.display())))?;
+        let through = |e: patio_container::ContainerError| {
+            fail(format!(
+                "{} (through {}): {e}",
+                f.source.display(),
+                f.container.to_string_lossy()
+            ))
+        };
+        let plan = f.reader.plan_extents(&cut).map_err(through)?;
+        if let Some(p) = pacer {
+            let places: Vec<PatioReorgPlace> = plan
+                .places()
+                .iter()
+                .map(|q| PatioReorgPlace {
+                    chunk: q.chunk,
+                    start: q.start,
+                    end: q.end,
+                })
+                .collect();
+            if let Some(schedule) = p.schedule {
+                // SAFETY: the caller's function and context, by contract.
+                if unsafe { schedule(p.ctx, places.as_ptr(), places.len()) } != 0 {
+                    return Err(fail(format!(
+                        "{}: stopped by its schedule",
+                        f.source.display()
+                    )));
+                }
+            }
+        }
         let reads = if total == 0 {
             0
         } else {
@@ -212,13 +294,19 @@ pub unsafe extern "C" fn patio_reorg_read(
             }
             // SAFETY: `buf` is writable for at least the uncut total ≥ `total`.
             let out = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), total_usize) };
-            f.reader.read_extents(&cut, out).map_err(|e| {
-                fail(format!(
-                    "{} (through {}): {e}",
-                    f.source.display(),
-                    f.container.to_string_lossy()
-                ))
-            })?
+            f.reader
+                .read_plan(&plan, out, |i, after| {
+                    match pacer.and_then(|p| p.pace.map(|g| (p.ctx, g))) {
+                        // SAFETY: the caller's function and context, by contract.
+                        Some((ctx, pace)) if unsafe { pace(ctx, i, c_int::from(after)) } != 0 => {
+                            Err(patio_container::ContainerError::Invalid(
+                                "stopped by its pace".into(),
+                            ))
+                        }
+                        _ => Ok(()),
+                    }
+                })
+                .map_err(through)?
         };
         f.calls.fetch_add(1, Ordering::Relaxed);
         f.bytes.fetch_add(total, Ordering::Relaxed);

@@ -1,6 +1,7 @@
 //! Tests of the C ABI through its extern functions: results of open, random extents
 //! read through a served handle equal the source's bytes (cut at the end of the file
-//! as a read of the source would be), stats, the version check, messages.
+//! as a read of the source would be), stats, the version check, messages; a paced
+//! read gets the same bytes and calls its pacer once per physical read, in order.
 
 use super::*;
 use crate::registry::tests::{bytes, reorganized};
@@ -177,7 +178,7 @@ fn bad_arguments_are_errors_with_a_message_never_a_crash() {
     assert_eq!(rc, -1);
     unsafe { patio_reorg_close(std::ptr::null_mut()) };
     assert_eq!(unsafe { patio_reorg_size(std::ptr::null()) }, 0);
-    assert_eq!(patio_reorg_abi_version(), 1);
+    assert_eq!(patio_reorg_abi_version(), 2);
 }
 
 #[test]
@@ -226,8 +227,96 @@ fn read_overflowing(f: *mut PatioReorgFile) -> (c_int, u64, String) {
     (rc, got, text)
 }
 
+/// What a pacer was told: the places, then `(i, after)` per call; it stops at
+/// `stop` (a pace call index) when set.
+#[derive(Default)]
+struct PaceLog {
+    places: Vec<PatioReorgPlace>,
+    calls: Vec<(usize, c_int)>,
+    stop: Option<usize>,
+}
+
+unsafe extern "C" fn log_schedule(
+    ctx: *mut c_void,
+    places: *const PatioReorgPlace,
+    n: usize,
+) -> c_int {
+    let log = unsafe { &mut *ctx.cast::<PaceLog>() };
+    if n > 0 {
+        log.places = unsafe { std::slice::from_raw_parts(places, n) }.to_vec();
+    }
+    0
+}
+
+unsafe extern "C" fn log_pace(ctx: *mut c_void, i: usize, after: c_int) -> c_int {
+    let log = unsafe { &mut *ctx.cast::<PaceLog>() };
+    log.calls.push((i, after));
+    c_int::from(log.stop == Some(log.calls.len() - 1))
+}
+
+/// Reads `pairs` with a logging pacer: `(rc, bytes, log)`.
+fn read_paced(
+    f: *mut PatioReorgFile,
+    pairs: &[(u64, u64)],
+    stop: Option<usize>,
+) -> (c_int, Vec<u8>, PaceLog) {
+    let flat: Vec<u64> = pairs.iter().flat_map(|&(o, l)| [o, l]).collect();
+    let mut buf = vec![0xEEu8; pairs.iter().map(|p| p.1 as usize).sum()];
+    let mut got = 0u64;
+    let mut log = PaceLog {
+        stop,
+        ..PaceLog::default()
+    };
+    let pacer = PatioReorgPacer {
+        ctx: (&mut log as *mut PaceLog).cast(),
+        schedule: Some(log_schedule),
+        pace: Some(log_pace),
+    };
+    let rc = unsafe {
+        patio_reorg_read_paced(
+            f,
+            flat.as_ptr(),
+            pairs.len(),
+            buf.as_mut_ptr().cast(),
+            &mut got,
+            &pacer,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    buf.truncate(got as usize);
+    (rc, buf, log)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn paced_reads_read_the_source_and_pace_every_read(
+        size in 1usize..60_000,
+        piece in 1usize..3000,
+        seed in any::<u64>(),
+        extents in prop::collection::vec((0u64..70_000, 0u64..9000), 0..24),
+    ) {
+        let t = tempfile::tempdir().unwrap();
+        let data = bytes(size, seed);
+        let (source, _) = reorganized(t.path(), "q", &data, &t.path().join("q.pc"), piece);
+        let (_, f, _) = open(&source);
+        let (rc, got, log) = read_paced(f, &extents, None);
+        prop_assert_eq!(rc, 0);
+        prop_assert_eq!(&got, &model(&data, &extents));
+        let n = stats(f).physical_reads as usize;
+        prop_assert_eq!(log.places.len(), n);
+        prop_assert!(log.places.windows(2).all(|w| (w[0].chunk, w[0].start) <= (w[1].chunk, w[1].start)));
+        let want: Vec<(usize, c_int)> = (0..n).flat_map(|i| [(i, 0), (i, 1)]).collect();
+        prop_assert_eq!(&log.calls, &want);
+        if n > 0 {
+            let (rc, _, log) = read_paced(f, &extents, Some(2 * n - 1));
+            prop_assert_eq!(rc, -1);
+            prop_assert_eq!(log.calls.len(), 2 * n);
+        }
+        unsafe { patio_reorg_close(f) };
+    }
+
     #[test]
     fn random_extents_read_the_source_bytes(
         size in 1usize..60_000,

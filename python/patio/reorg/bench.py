@@ -28,7 +28,7 @@ has every start shifted by ``--shift`` % of its request), in one run:
    ``read_extents_ordered``) and ``reorganized_pieces`` (the container read request by
    request); ``mpiio`` is the unmodified collective program (file view +
    ``Read_at_all``) run under ``patio run --mpiio`` with the container registered for
-   the file (``patio reorg register``, through the mount on the model), so the MPI-IO
+   the file (``mpiio_ordered``: with ``--ordered``, its collective reads taking turns) (``patio reorg register``, through the mount on the model), so the MPI-IO
    layer serves its reads from the container, ``mpiio_independent`` the
    request-by-request program the same way, ``mpiio_readahead`` that program with
    ``--prefetch pattern`` (each miss read from the container together with the policy's
@@ -71,15 +71,18 @@ from patio._mount_harness import MountError, MountProcess
 from patio.reorg.cases import CASES, Case, ior, plan_run, tile
 
 PROG = "patio bench reorg"
-MODES = ("original", "original_batched", "original_ordered", "collective", "reorganized", "reorganized_ordered", "reorganized_pieces", "mpiio",
-         "mpiio_independent", "mpiio_readahead", "original_prefetch")  # fmt: skip
+MODES = ("original", "original_batched", "original_ordered", "collective", "reorganized", "reorganized_ordered",
+         "reorganized_pieces", "mpiio", "mpiio_ordered", "mpiio_independent", "mpiio_readahead",
+         "original_prefetch")  # fmt: skip
 #: Modes run through the MPI-IO layer: the program (``patio.reorg.ranks`` mode) each runs,
-#: whether the container is registered for the file (served), and the prefetch policy.
-MPIIO_PROGRAMS: dict[str, tuple[str, bool, str | None]] = {
-    "mpiio": ("collective", True, None),
-    "mpiio_independent": ("original", True, None),
-    "mpiio_readahead": ("original", True, "pattern"),
-    "original_prefetch": ("original", False, "pattern"),
+#: whether the container is registered for the file (served), the prefetch policy, and
+#: whether collective reads take turns (``patio run --mpiio --ordered``).
+MPIIO_PROGRAMS: dict[str, tuple[str, bool, str | None, bool]] = {
+    "mpiio": ("collective", True, None, False),
+    "mpiio_ordered": ("collective", True, None, True),
+    "mpiio_independent": ("original", True, None, False),
+    "mpiio_readahead": ("original", True, "pattern", False),
+    "original_prefetch": ("original", False, "pattern", False),
 }
 ORIGINAL_METHODS = ("original", "original_batched", "original_ordered", "collective")
 WRITE_MODES = ("write_original", "write_collective", "write_container")
@@ -198,10 +201,11 @@ def run_mode(case: Case, mode: str, work: Path, store: str, targets: int,
     stats = work / "mpiio-stats"
     through_layer = mode in MPIIO_PROGRAMS
     if through_layer:
-        _, serve, policy = MPIIO_PROGRAMS[mode]
+        _, serve, policy, ordered = MPIIO_PROGRAMS[mode]
         shutil.rmtree(stats, ignore_errors=True)
         prefetch = ["--prefetch", policy] if policy else []
-        cmd = [patio_binary(prog=PROG), "run", "--mpiio", *prefetch, "--stats", str(stats), "--", *cmd]
+        order = ["--ordered"] if ordered else []
+        cmd = [patio_binary(prog=PROG), "run", "--mpiio", *prefetch, *order, "--stats", str(stats), "--", *cmd]
 
     def launch() -> subprocess.CompletedProcess[str]:
         if through_layer:
@@ -241,13 +245,15 @@ def ratios(row: dict[str, Any]) -> None:
     fastest original method, named in ``best_original``); the same for the program served
     by the MPI-IO layer (``mpiio_s``): ``mpiio_speedup``, ``mpiio_vs_collective``,
     ``mpiio_vs_best``, and for the ordered reorganized read (``reorganized_ordered_s``)
-    ``ordered_speedup``, ``ordered_vs_collective``, ``ordered_vs_best``."""
+    ``ordered_speedup``, ``ordered_vs_collective``, ``ordered_vs_best``, and for the
+    program served by the layer taking turns (``mpiio_ordered_s``) ``mpiio_ordered_speedup``,
+    ``mpiio_ordered_vs_collective``, ``mpiio_ordered_vs_best``."""
     present = [m for m in ORIGINAL_METHODS if f"{m}_s" in row]
     best = min(present, key=lambda m: row[f"{m}_s"]) if present else None
     if best:
         row["best_original"] = best
     for seconds, prefix in (("reorganized_s", "speedup"), ("reorganized_ordered_s", "ordered"),
-                            ("mpiio_s", "mpiio")):  # fmt: skip
+                            ("mpiio_s", "mpiio"), ("mpiio_ordered_s", "mpiio_ordered")):  # fmt: skip
         t = row.get(seconds)
         if not t:
             continue
@@ -414,7 +420,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         ("batched", "original_batched_s", ">8.3f"), ("orig ordered", "original_ordered_s", ">12.3f"),
         ("collective", "collective_s", ">10.3f"), ("reorg", "reorganized_s", ">8.3f"),
         ("ordered", "reorganized_ordered_s", ">8.3f"), ("reorg/req", "reorganized_pieces_s", ">9.3f"), ("mpiio", "mpiio_s", ">8.3f"),
-        ("mpiio/req", "mpiio_independent_s", ">9.3f"), ("mpiio/ra", "mpiio_readahead_s", ">8.3f"),
+        ("mpiio ord", "mpiio_ordered_s", ">9.3f"), ("mpiio/req", "mpiio_independent_s", ">9.3f"), ("mpiio/ra", "mpiio_readahead_s", ">8.3f"),
         ("orig/pf", "original_prefetch_s", ">8.3f"), ("speedup", "speedup", ">7.2f"),
         ("vs coll", "speedup_vs_collective", ">7.2f"), ("vs best", "speedup_vs_best", ">7.2f"),
         ("ordered vs best", "ordered_vs_best", ">15.2f"), ("mpiio vs coll", "mpiio_vs_collective", ">13.2f"),
