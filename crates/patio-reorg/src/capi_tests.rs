@@ -1,7 +1,7 @@
 //! Tests of the C ABI through its extern functions: results of open, random extents
 //! read through a served handle equal the source's bytes (cut at the end of the file
-//! as a read of the source would be), stats, the version check, messages; a paced
-//! read gets the same bytes and calls its pacer once per physical read, in order.
+//! as a read of the source would be) — paced too: the same bytes, the pacer called
+//! around every physical read, in order — stats, the version check, messages.
 
 use super::*;
 use crate::registry::tests::{bytes, reorganized};
@@ -291,33 +291,6 @@ fn read_paced(
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
-    fn paced_reads_read_the_source_and_pace_every_read(
-        size in 1usize..60_000,
-        piece in 1usize..3000,
-        seed in any::<u64>(),
-        extents in prop::collection::vec((0u64..70_000, 0u64..9000), 0..24),
-    ) {
-        let t = tempfile::tempdir().unwrap();
-        let data = bytes(size, seed);
-        let (source, _) = reorganized(t.path(), "q", &data, &t.path().join("q.pc"), piece);
-        let (_, f, _) = open(&source);
-        let (rc, got, log) = read_paced(f, &extents, None);
-        prop_assert_eq!(rc, 0);
-        prop_assert_eq!(&got, &model(&data, &extents));
-        let n = stats(f).physical_reads as usize;
-        prop_assert_eq!(log.places.len(), n);
-        prop_assert!(log.places.windows(2).all(|w| (w[0].chunk, w[0].start) <= (w[1].chunk, w[1].start)));
-        let want: Vec<(usize, c_int)> = (0..n).flat_map(|i| [(i, 0), (i, 1)]).collect();
-        prop_assert_eq!(&log.calls, &want);
-        if n > 0 {
-            let (rc, _, log) = read_paced(f, &extents, Some(2 * n - 1));
-            prop_assert_eq!(rc, -1);
-            prop_assert_eq!(log.calls.len(), 2 * n);
-        }
-        unsafe { patio_reorg_close(f) };
-    }
-
-    #[test]
     fn random_extents_read_the_source_bytes(
         size in 1usize..60_000,
         piece in 1usize..3000,
@@ -336,6 +309,20 @@ proptest! {
         let s = stats(f);
         prop_assert_eq!((s.calls, s.bytes), (1, want.len() as u64));
         prop_assert!(s.physical_reads <= extents.len() as u64 * (1 + 9000 / piece as u64 + 1));
+        // Paced: the same bytes, the pacer told of every physical read, in order.
+        let (rc, got, log) = read_paced(f, &extents, None);
+        prop_assert_eq!(rc, 0);
+        prop_assert_eq!(&got, &want);
+        let n = (stats(f).physical_reads - s.physical_reads) as usize;
+        prop_assert_eq!(log.places.len(), n);
+        prop_assert!(log.places.windows(2).all(|w| (w[0].chunk, w[0].start) <= (w[1].chunk, w[1].start)));
+        let paced: Vec<(usize, c_int)> = (0..n).flat_map(|i| [(i, 0), (i, 1)]).collect();
+        prop_assert_eq!(&log.calls, &paced);
+        if n > 0 {
+            let (rc, _, log) = read_paced(f, &extents, Some(2 * n - 1));
+            prop_assert_eq!(rc, -1);
+            prop_assert_eq!(log.calls.len(), 2 * n);
+        }
         unsafe { patio_reorg_close(f) };
     }
 
