@@ -326,7 +326,7 @@ def test_bad_inputs_are_one_line_errors(workdir: Path) -> None:
         one_line_error(done, *words)
 
 
-def test_group_caches_like_lru_and_builds_segments_from_cached_members(
+def test_group_caches_like_lru_and_builds_nothing_for_a_walk_that_fits(
     mount: Any, workdir: Path
 ) -> None:
     rng = random.Random(13)
@@ -352,13 +352,14 @@ def test_group_caches_like_lru_and_builds_segments_from_cached_members(
     assert group["grouping_source_bytes"] == group["stride_bytes"]
     assert group["bytes_from_segments"] > 0 and group["group_hits"] == 0
     assert group["peak_memory_bytes"] <= MEMORY
-    # A learned walk: segments are built from members already cached, not from SOURCE.
+    # A learned walk that fits the store: a whole-store LRU hits all of it after the first
+    # pass, so no group segment is worth building (groups build only for what LRU would
+    # miss); the items themselves are still written to the store as memory overflows.
     opts = [*SMALL, "--link-j", "1", "--link-k", "2", "--idle-ms", "200"]
     m = mount("group", *opts, cache="cache-walk")
     walk = sorted(set(offsets))[:40]
     rng.shuffle(walk)
-    # Read first in file order (so the plain slots hold the items in that order), then
-    # twice as the walk: the walk's segments must gather items from several slots.
+    # Read first in file order, then twice as the walk.
     with open(m.mnt / "w.dat", "rb", buffering=0) as f:
         for order in (sorted(walk), walk, walk):
             for off in order:
@@ -368,8 +369,8 @@ def test_group_caches_like_lru_and_builds_segments_from_cached_members(
     # SOURCE read once per item, and for groups only a strided stretch's next period.
     assert stats["source_bytes"] <= len(walk) * 16384 + stats["stride_bytes"]
     assert stats["grouping_source_bytes"] == stats["stride_bytes"]
-    assert stats["grouping_local_bytes"] > 0 and stats["segment_writes"] > 0
-    assert stats["grouping_io_bytes"] == stats["grouping_local_bytes"] + stats["stride_bytes"]
+    assert stats["grouping_local_bytes"] == 0  # nothing moved in the store for groups
+    assert stats["grouping_io_bytes"] == stats["stride_bytes"]
 
 
 def test_successors_are_learned_across_processes(mount: Any, workdir: Path) -> None:
