@@ -65,7 +65,10 @@ def _read_original(path: str, extents: list[tuple[int, int]]) -> bytes:
         fh.Close()
 
 
-def _read_batched(path: str, extents: list[tuple[int, int]]) -> tuple[bytes, int]:
+def _read_batched(path: str, extents: list[tuple[int, int]],
+                  turns: patio.mpi.Turns | None = None) -> tuple[bytes, int]:  # fmt: skip
+    """The rank's sieved reads of ``path``; with ``turns``, those of all ranks one at a
+    time in file order (``original_ordered``)."""
     fh = MPI.File.Open(MPI.COMM_WORLD, path, MPI.MODE_RDONLY)
     try:
 
@@ -74,25 +77,10 @@ def _read_batched(path: str, extents: list[tuple[int, int]]) -> tuple[bytes, int
             fh.Read_at(o, buf)
             return bytes(buf)
 
-        return sieve.read(extents, pread)
+        return sieve.read(extents, pread, schedule=turns.schedule if turns else None)
     finally:
-        fh.Close()
-
-
-def _read_batched_ordered(path: str, extents: list[tuple[int, int]]) -> tuple[bytes, int]:
-    comm = MPI.COMM_WORLD
-    fh = MPI.File.Open(comm, path, MPI.MODE_RDONLY)
-    turns = patio.mpi.Turns(comm)
-    try:
-
-        def pread(o: int, n: int) -> bytes:
-            buf = bytearray(n)
-            fh.Read_at(o, buf)
-            return bytes(buf)
-
-        return sieve.read(extents, pread, schedule=turns.schedule)
-    finally:
-        turns.finish()
+        if turns:
+            turns.finish()
         fh.Close()
 
 
@@ -186,7 +174,7 @@ def main(argv: list[str]) -> int:
     elif mode == "original_batched":
         data, physical = _read_batched(path, extents)
     elif mode == "original_ordered":
-        data, physical = _read_batched_ordered(path, extents)
+        data, physical = _read_batched(path, extents, patio.mpi.Turns(comm))
     elif mode == "collective":
         data = _read_collective(path, case, rank, total, extents, bool(spec.get("perturb")))
     elif mode in ("reorganized", "reorganized_ordered", "reorganized_pieces"):
