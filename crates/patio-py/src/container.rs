@@ -52,8 +52,6 @@ const MAX_OFFSET: u64 = i64::MAX as u64;
 enum Failure {
     Closed,
     Container(patio_container::ContainerError),
-    /// A Python callback raised (`read_extents_paced`'s pace).
-    Python(PyErr),
 }
 
 impl From<patio_container::ContainerError> for Failure {
@@ -67,7 +65,6 @@ impl Failure {
         match self {
             Failure::Closed => closed_error(),
             Failure::Container(e) => container_err(py, e),
-            Failure::Python(e) => e,
         }
     }
 }
@@ -607,7 +604,7 @@ impl PyContainerReader {
                     reads = n;
                     Ok(())
                 }
-                (Err(_), Some(e)) => Err(Failure::Python(e).into_py(py)),
+                (Err(_), Some(e)) => Err(e),
                 (Err(e), None) => Err(container_err(py, e)),
             }
         })?;
